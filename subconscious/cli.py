@@ -1,0 +1,44 @@
+"""The ``subconscious`` command. Only the verb being run has its module imported, so a hook pays
+only for what it uses."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# verb → (module, help). The module has ``add_arguments(parser)`` and ``run(args) -> int``.
+VERBS: dict[str, tuple[str, str]] = {
+    "status": ("subconscious.commands.status", "show where state lives and what was found there"),
+}
+
+
+def build_parser(active: str | None) -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="subconscious",
+        description="A background Letta agent for Claude Code, with state that is safe to sync between machines.",
+    )
+    parser.add_argument("--version", action="version", version=f"subconscious {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb, (module, help_text) in VERBS.items():
+        p = sub.add_parser(verb, help=help_text, description=help_text)
+        if verb == active:
+            importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    active = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(active if active in VERBS else None)
+    args = parser.parse_args(argv)
+    if not args.verb:
+        parser.print_help()
+        return 2
+    return int(importlib.import_module(VERBS[args.verb][0]).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

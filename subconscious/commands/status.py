@@ -1,0 +1,84 @@
+"""``subconscious status``: where state lives, who this host is, and what the store found."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def collect() -> dict:
+    from ..runtime import runtime
+
+    rt = runtime()
+    s = rt.settings
+    store = rt.store(read_only=True)
+    snap = store.read()
+    session_ids = store.session_ids()
+    session_problems = [p for sid in session_ids for p in store.session_problems(sid)]
+    live = snap.live
+    pinned = snap.settings.get("agentId")
+    agents = sorted({c.agent_id for c in live.values() if c.agent_id})
+    return {
+        "home": str(s.state_home),
+        "letta_home": str(s.letta_home),
+        "host": {"id": rt.host.id, "name": rt.host.name},
+        "state_dir": str(rt.local.root),
+        "mode": s.mode,
+        "sdk_tools": s.sdk_tools,
+        "base_url": s.base_url,
+        "api_key": "set" if s.api_key else "not set",
+        "agent": s.agent_id or (pinned.value if pinned else None),
+        "agent_source": "LETTA_AGENT_ID" if s.agent_id else ("pinned in home" if pinned else None),
+        "found": {
+            "sessions": len(session_ids),
+            "conversations": len(live),
+            "legacy_entries": sum(1 for c in live.values() if c.legacy),
+            "tombstones": len(snap.conversations) - len(live),
+            "hosts": len(snap.shards),
+            "agents_in_use": len(agents),
+            "problems": len(snap.problems) + len(session_problems),
+        },
+        "problems": [
+            {"kind": p.kind, "path": p.path, "message": p.message} for p in snap.problems + session_problems
+        ],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..state.ids import InvalidIdentifier
+
+    try:
+        info = collect()
+    except (ConfigError, InvalidIdentifier) as exc:
+        print(f"subconscious: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    found = info["found"]
+    rows = [
+        ("home", info["home"]),
+        ("host", f"{info['host']['id']} ({info['host']['name']})"),
+        ("state dir", info["state_dir"]),
+        ("mode", f"{info['mode']} (sdk tools: {info['sdk_tools']})"),
+        ("server", f"{info['base_url']} (API key {info['api_key']})"),
+        ("agent", f"{info['agent']} ({info['agent_source']})" if info["agent"] else "not resolved yet"),
+        (
+            "found",
+            f"{found['sessions']} sessions, {found['conversations']} conversations "
+            f"({found['legacy_entries']} legacy), {found['tombstones']} deleted, {found['hosts']} hosts, "
+            f"{found['problems']} problems",
+        ),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    for p in info["problems"]:
+        print(f"  ! {p['kind']}: {p['path']}: {p['message']}")
+    return 0

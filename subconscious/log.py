@@ -1,0 +1,58 @@
+"""The per-user log (machine-local), with secrets redacted before anything is written.
+
+Hooks never print tracebacks into Claude Code; they log here and exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+_PATTERNS = [
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"),
+    re.compile(r"(?i)((?:api[_-]?key|token|password|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{4,}"),
+]
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """Remove known secret values and secret-looking tokens from ``text``."""
+    for s in secrets:
+        if s and len(s) >= 4:
+            text = text.replace(s, "[redacted]")
+    for pattern in _PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "[redacted]", text)
+    return text
+
+
+class _RedactingFormatter(logging.Formatter):
+    def __init__(self, secrets: tuple[str, ...]):
+        super().__init__("%(asctime)s %(levelname)s [%(process)d %(name)s] %(message)s")
+        self.secrets = secrets
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record), self.secrets)
+
+
+_configured: set[Path] = set()
+
+
+def setup(log_dir: Path, *, debug: bool = False, name: str = "subconscious") -> logging.Logger:
+    """Log to ``log_dir/subconscious.log`` (0600, in a 0700 dir)."""
+    logger = logging.getLogger("subconscious")
+    path = log_dir / f"{name}.log"
+    if path in _configured:
+        return logger
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.close(fd)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    secrets = tuple(v for k, v in os.environ.items() if k in ("LETTA_API_KEY",) and v)
+    handler.setFormatter(_RedactingFormatter(secrets))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+    logger.propagate = False
+    _configured.add(path)
+    return logger

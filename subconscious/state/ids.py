@@ -1,0 +1,55 @@
+"""Validation of the identifiers that become file names.
+
+Session ids come from Claude Code's hook input and host ids from the environment; both end up in
+paths (``session-<id>.json``, ``hosts/<host>.json``). Nothing reaches the file system unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+
+SESSION_ID_MAX = 128
+_SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+_HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class InvalidIdentifier(ValueError):
+    """An identifier that could not safely become part of a file name."""
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_session_id(value: object) -> str:
+    """Return ``value`` if it is a safe session id, else raise :class:`InvalidIdentifier`.
+
+    Allowed: letters, digits, ``-`` and ``_``, starting with a letter or digit, at most 128 characters
+    (Claude Code uses UUIDs). Anything that could escape the directory (``/``, ``..``, NUL, ``\\``) or is
+    over-long is refused.
+    """
+    if not isinstance(value, str) or not _SESSION_RE.fullmatch(value):
+        raise InvalidIdentifier(
+            f"refusing session id {_describe(value)}: expected 1-{SESSION_ID_MAX} characters of "
+            "letters, digits, '-' or '_'"
+        )
+    return value
+
+
+def is_session_id(value: object) -> bool:
+    return isinstance(value, str) and _SESSION_RE.fullmatch(value) is not None
+
+
+def check_host_id(value: object) -> str:
+    """Return ``value`` if it is a safe host id (``SUBCONSCIOUS_HOST`` or a generated one)."""
+    if not isinstance(value, str) or not _HOST_RE.fullmatch(value):
+        raise InvalidIdentifier(
+            f"refusing host id {_describe(value)}: expected 1-64 characters of letters, digits, "
+            "'.', '-' or '_', starting with a letter or digit"
+        )
+    return value
+
+
+def is_host_id(value: object) -> bool:
+    return isinstance(value, str) and _HOST_RE.fullmatch(value) is not None

@@ -1,0 +1,70 @@
+"""Pure merges of state versions.
+
+Every merge here is a join of a semilattice: commutative, associative and idempotent, so any set of
+copies (sync-engine conflict copies, git sides, per-host shards) folds to the same result in any
+order on every host. Property tests in tests/unit/test_merge_laws.py.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, TypeVar
+
+from .clock import Stamp
+from .records import SessionState, order_key
+
+V = TypeVar("V")
+
+
+def newest(a: V, b: V) -> V:
+    """The later of two versions of one key by (clock, host, content)."""
+    return a if order_key(a) >= order_key(b) else b  # type: ignore[arg-type]
+
+
+def merge_maps(maps: Iterable[Mapping[str, V]]) -> dict[str, V]:
+    """Last-writer-wins union of maps key → versioned record (entries, tombstones or settings)."""
+    out: dict[str, V] = {}
+    for m in maps:
+        for key, record in m.items():
+            have = out.get(key)
+            out[key] = record if have is None else newest(have, record)
+    return out
+
+
+def prune_tombstones(records: Mapping[str, V], now_ms: int, retention_ms: int) -> dict[str, V]:
+    """Drop tombstones older than the retention window (live entries are never dropped)."""
+    horizon = now_ms - retention_ms
+    return {
+        k: r for k, r in records.items() if not (getattr(r, "deleted", False) and r.stamp.wall < horizon)  # type: ignore[attr-defined]
+    }
+
+
+def max_stamp(records: Iterable[object]) -> Stamp:
+    best = Stamp(0, 0)
+    for r in records:
+        stamp = getattr(r, "stamp", None)
+        if stamp is not None and stamp > best:
+            best = stamp
+    return best
+
+
+def merge_sessions(a: SessionState, b: SessionState) -> SessionState:
+    """Two versions of one session file.
+
+    The cursor never moves backwards (max), the start time is the earliest known, and the rest comes
+    from the later writer by (clock, host, content).
+    """
+    if a.session_id != b.session_id:
+        raise ValueError(f"cannot merge sessions {a.session_id!r} and {b.session_id!r}")
+    win = a if a.group_key() >= b.group_key() else b
+    starts = [s for s in (a.started_at, b.started_at) if s is not None]
+    return win.evolve(
+        last_processed_index=max(a.last_processed_index, b.last_processed_index),
+        started_at=min(starts) if starts else None,
+    )
+
+
+def merge_session_versions(versions: Iterable[SessionState]) -> SessionState | None:
+    result: SessionState | None = None
+    for v in versions:
+        result = v if result is None else merge_sessions(result, v)
+    return result

@@ -1,0 +1,242 @@
+"""The records kept in the shared state directory, and their JSON forms.
+
+Plain frozen dataclasses with explicit parsers: the store sits on every hook's hot path, so it avoids
+pydantic's import cost; parsing is strict about types and preserves fields it does not know.
+
+JSON forms (camelCase keys as upstream's TypeScript plugin writes them):
+- conversation entry: ``{"agentId", "conversationId", "hlc", "host", ...}``; upstream's legacy forms
+  (a bare conversation-id string, or an object without ``hlc``) are read with the zero stamp.
+- tombstone: ``{"deleted": true, "hlc", "host"}``
+- setting: ``{"value": <json>, "hlc", "host"}``
+- session state: upstream's ``session-<id>.json`` plus ``host`` and ``hlc``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from .clock import ZERO, Stamp
+
+LEGACY_HOST = ""  # host recorded for entries written without metadata (upstream)
+
+
+class RecordError(ValueError):
+    """A value in a state file that is not of our format."""
+
+
+def canonical(value: Any) -> str:
+    """Compact canonical JSON: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _stamp_of(obj: Mapping[str, Any]) -> tuple[Stamp, str]:
+    if "hlc" not in obj:
+        return ZERO, LEGACY_HOST
+    try:
+        stamp = Stamp.decode(obj["hlc"])
+    except ValueError as exc:
+        raise RecordError(str(exc)) from None
+    host = obj.get("host", LEGACY_HOST)
+    if not isinstance(host, str):
+        raise RecordError(f"'host' must be a string, got {type(host).__name__}")
+    return stamp, host
+
+
+def _extra(obj: Mapping[str, Any], known: frozenset[str]) -> str:
+    rest = {k: v for k, v in obj.items() if k not in known}
+    return canonical(rest) if rest else ""
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A live mapping session → conversation, as last written by ``host`` at ``stamp``."""
+
+    conversation_id: str
+    agent_id: str | None
+    stamp: Stamp
+    host: str
+    extra: str = ""  # canonical JSON of fields we do not know, kept as written
+
+    deleted = False
+
+    @property
+    def legacy(self) -> bool:
+        return self.stamp == ZERO
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.extra) if self.extra else {}
+        out["conversationId"] = self.conversation_id
+        if self.agent_id is not None:
+            out["agentId"] = self.agent_id
+        out["hlc"] = self.stamp.encode()
+        out["host"] = self.host
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """A deleted mapping; kept so a stale copy cannot bring the entry back."""
+
+    stamp: Stamp
+    host: str
+
+    deleted = True
+    legacy = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"deleted": True, "hlc": self.stamp.encode(), "host": self.host}
+
+
+Record = Conversation | Tombstone
+
+_CONV_KEYS = frozenset({"conversationId", "agentId", "hlc", "host"})
+
+
+def parse_record(value: Any) -> Record:
+    """One value of ``conversations.json`` or of a shard's ``conversations`` map."""
+    if isinstance(value, str):  # upstream legacy: a bare conversation id
+        if not value:
+            raise RecordError("empty conversation id")
+        return Conversation(value, None, ZERO, LEGACY_HOST)
+    if not isinstance(value, dict):
+        raise RecordError(f"expected an object or a string, got {type(value).__name__}")
+    stamp, host = _stamp_of(value)
+    if value.get("deleted") is True:
+        if "hlc" not in value:
+            raise RecordError("a tombstone without 'hlc'")
+        return Tombstone(stamp, host)
+    conv = value.get("conversationId")
+    if not isinstance(conv, str) or not conv:
+        raise RecordError("missing or non-string 'conversationId'")
+    agent = value.get("agentId")
+    if agent is not None and not isinstance(agent, str):
+        raise RecordError(f"'agentId' must be a string, got {type(agent).__name__}")
+    return Conversation(conv, agent, stamp, host, _extra(value, _CONV_KEYS))
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """A last-writer-wins value shared by every host of a home (e.g. the pinned agent)."""
+
+    value: Any
+    stamp: Stamp
+    host: str
+
+    deleted = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "hlc": self.stamp.encode(), "host": self.host}
+
+
+def parse_setting(value: Any) -> Setting:
+    if not isinstance(value, dict) or "value" not in value or "hlc" not in value:
+        raise RecordError("a setting must be an object with 'value' and 'hlc'")
+    stamp, host = _stamp_of(value)
+    return Setting(value["value"], stamp, host)
+
+
+def order_key(record: Conversation | Tombstone | Setting) -> tuple[Stamp, str, str]:
+    """Total order of versions of one key: clock, then host, then content (same on every host)."""
+    return (record.stamp, record.host, canonical(record.to_json()))
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """``session-<id>.json``: where this session's transcript delivery stands.
+
+    ``last_processed_index`` is the index of the last transcript line delivered (-1 before any).
+    """
+
+    session_id: str
+    conversation_id: str | None = None
+    last_processed_index: int = -1
+    started_at: str | None = None
+    last_block_values: Mapping[str, Any] | None = None
+    last_seen_message_id: str | None = None
+    host: str = LEGACY_HOST
+    stamp: Stamp = ZERO
+    extra: str = ""
+    agent_id: str | None = field(default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.extra) if self.extra else {}
+        out.update(
+            sessionId=self.session_id,
+            conversationId=self.conversation_id,
+            lastProcessedIndex=self.last_processed_index,
+            startedAt=self.started_at,
+            lastBlockValues=dict(self.last_block_values) if self.last_block_values is not None else None,
+            lastSeenMessageId=self.last_seen_message_id,
+            host=self.host,
+            hlc=self.stamp.encode(),
+        )
+        if self.agent_id is not None:
+            out["agentId"] = self.agent_id
+        return out
+
+    def group_key(self) -> tuple[Stamp, str, str]:
+        """Order of the last-writer-wins part (everything but the cursor and the start time)."""
+        group = {
+            "conversationId": self.conversation_id,
+            "agentId": self.agent_id,
+            "lastBlockValues": self.last_block_values,
+            "lastSeenMessageId": self.last_seen_message_id,
+            "extra": self.extra,
+        }
+        return (self.stamp, self.host, canonical(group))
+
+    def evolve(self, **changes: Any) -> "SessionState":
+        return replace(self, **changes)
+
+
+_SESSION_KEYS = frozenset(
+    {
+        "sessionId", "conversationId", "lastProcessedIndex", "startedAt", "lastBlockValues",
+        "lastSeenMessageId", "host", "hlc", "agentId",
+    }
+)
+
+
+def _opt_str(obj: Mapping[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise RecordError(f"'{key}' must be a string or null, got {type(value).__name__}")
+    return value
+
+
+def parse_session(value: Any, expected_id: str | None = None) -> SessionState:
+    if not isinstance(value, dict):
+        raise RecordError(f"a session file must hold an object, got {type(value).__name__}")
+    sid = value.get("sessionId", expected_id)
+    if not isinstance(sid, str) or (expected_id is not None and sid != expected_id):
+        raise RecordError(f"'sessionId' {sid!r} does not match the file's session {expected_id!r}")
+    index = value.get("lastProcessedIndex", -1)
+    if isinstance(index, bool) or not isinstance(index, int) or index < -1:
+        raise RecordError(f"'lastProcessedIndex' must be an integer >= -1, got {index!r}")
+    blocks = value.get("lastBlockValues")
+    if blocks is not None and not isinstance(blocks, dict):
+        raise RecordError("'lastBlockValues' must be an object or null")
+    stamp, host = _stamp_of(value)
+    return SessionState(
+        session_id=sid,
+        conversation_id=_opt_str(value, "conversationId"),
+        last_processed_index=index,
+        started_at=_opt_str(value, "startedAt"),
+        last_block_values=blocks,
+        last_seen_message_id=_opt_str(value, "lastSeenMessageId"),
+        host=host,
+        stamp=stamp,
+        extra=_extra(value, _SESSION_KEYS),
+        agent_id=_opt_str(value, "agentId"),
+    )

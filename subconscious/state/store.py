@@ -1,0 +1,359 @@
+"""The state store: read-merge-write operations on the shared state directory.
+
+Layout of ``$LETTA_HOME/.letta/claude/``::
+
+    conversations.json     merged view, upstream-readable: {session_id: {conversationId, agentId, hlc, host}}
+    hosts/<host>.json      this host's shard: everything it knows (entries, tombstones, settings)
+    session-<id>.json      one session's cursor and caches (upstream's format + host, hlc)
+    quarantine/            bytes of files that did not parse, set aside, never lost
+
+Every host writes only its own shard, so hosts writing one directory at once (NFS, SMB, several
+simulated hosts) cannot lose each other's entries; ``conversations.json`` is written by everyone but is
+only a view that any host regenerates from the union of all shards (and which is read as one more
+source, for upstream-written and legacy entries). The processes of one host are serialised by the
+host lock; a write reads everything, merges its change in, and writes atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .clock import ZERO, Stamp, tick, wall_ms
+from .files import Problem, atomic_write, ensure_dir, read_json, set_aside
+from .ids import check_session_id, is_host_id, is_session_id
+from .locks import DEFAULT_TIMEOUT, host_lock
+from .merge import max_stamp, merge_maps, merge_session_versions, merge_sessions, prune_tombstones
+from .records import (
+    Conversation,
+    Record,
+    RecordError,
+    SessionState,
+    Setting,
+    Tombstone,
+    parse_record,
+    parse_session,
+    parse_setting,
+)
+from .textforms import dumps_canonical
+
+CONVERSATIONS = "conversations.json"
+HOSTS = "hosts"
+SESSION_PREFIX, SESSION_SUFFIX = "session-", ".json"
+SHARD_FORMAT = 1
+DAY_MS = 86_400_000
+TOMBSTONE_RETENTION_MS = 90 * DAY_MS
+
+
+class StoreError(RuntimeError):
+    """The store refuses an operation; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    host: str
+    name: str
+    clock: Stamp
+    written_ms: int  # the writer's wall clock when it wrote the shard
+    format: int
+    entries: int
+
+
+@dataclass
+class Snapshot:
+    """Everything the directory says, merged: what a reader sees."""
+
+    conversations: dict[str, Record] = field(default_factory=dict)
+    settings: dict[str, Setting] = field(default_factory=dict)
+    shards: dict[str, ShardInfo] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    newest: Stamp = ZERO
+
+    @property
+    def live(self) -> dict[str, Conversation]:
+        return {k: r for k, r in self.conversations.items() if isinstance(r, Conversation)}
+
+
+def session_file_name(session_id: str) -> str:
+    return f"{SESSION_PREFIX}{check_session_id(session_id)}{SESSION_SUFFIX}"
+
+
+class Store:
+    def __init__(
+        self,
+        home: Path,
+        host: str,
+        locks_dir: Path,
+        clocks_dir: Path,
+        *,
+        host_name: str | None = None,
+        lock_timeout: float = DEFAULT_TIMEOUT,
+        now: Callable[[], int] = wall_ms,
+        retention_ms: int = TOMBSTONE_RETENTION_MS,
+        read_only: bool = False,
+    ):
+        self.home = Path(home)
+        self.host = host
+        self.host_name = host_name or host
+        self.locks_dir, self.clocks_dir = Path(locks_dir), Path(clocks_dir)
+        self.lock_timeout = lock_timeout
+        self.now = now
+        self.retention_ms = retention_ms
+        self.read_only = read_only  # report problems without setting anything aside; refuse writes
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def view_path(self) -> Path:
+        return self.home / CONVERSATIONS
+
+    def shard_path(self, host: str | None = None) -> Path:
+        return self.home / HOSTS / f"{host or self.host}.json"
+
+    def session_path(self, session_id: str) -> Path:
+        return self.home / session_file_name(session_id)
+
+    def _aside(self, path: Path, raw: bytes, kind: str) -> str | None:
+        return None if self.read_only else str(set_aside(path, raw, kind, self.home, self.host))
+
+    def _read_json(self, path: Path):
+        return read_json(path, root=self.home, host=self.host, keep=not self.read_only)
+
+    def lock(self):
+        return host_lock(self.locks_dir, self.host, self.lock_timeout)
+
+    # ------------------------------------------------------------------ reading
+
+    def _parse_map(self, path: Path, raw_map: Any, parse, problems: list[Problem], raw: bytes, what: str) -> dict:
+        if not isinstance(raw_map, dict):
+            problems.append(Problem("wrong-type", str(path), f"{what} is not a JSON object", self._aside(path, raw, "wrong-type")))
+            return {}
+        out, bad = {}, []
+        for key, value in raw_map.items():
+            try:
+                if what == "conversations" and not is_session_id(key):
+                    raise RecordError("not a valid session id")
+                out[key] = parse(value)
+            except RecordError as exc:
+                bad.append(f"{key[:60]!r}: {exc}")
+        if bad:
+            kept = self._aside(path, raw, "invalid-entry")
+            more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+            problems.append(
+                Problem("invalid-entry", str(path), f"skipped {len(bad)} invalid {what} entries: "
+                        + "; ".join(bad[:3]) + more, kept)
+            )
+        return out
+
+    def _shard_paths(self) -> list[Path]:
+        try:
+            names = sorted(p for p in (self.home / HOSTS).iterdir() if p.suffix == ".json")
+        except FileNotFoundError:
+            return []
+        return [p for p in names if is_host_id(p.stem)]
+
+    def read(self) -> Snapshot:
+        """Merge the view and every host's shard. Takes no lock (all files are replaced atomically)."""
+        snap = Snapshot()
+        conv_maps: list[dict[str, Record]] = []
+        setting_maps: list[dict[str, Setting]] = []
+        view = self._read_json(self.view_path)
+        snap.problems += view.problems
+        for value in view.values:
+            conv_maps.append(self._parse_map(self.view_path, value, parse_record, snap.problems, view.raw, "conversations"))
+        for path in self._shard_paths():
+            shard = self._read_json(path)
+            snap.problems += shard.problems
+            for value in shard.values:
+                if not isinstance(value, dict):
+                    kept = self._aside(path, shard.raw, "wrong-type")
+                    snap.problems.append(Problem("wrong-type", str(path), "a shard must be a JSON object", kept))
+                    continue
+                convs = self._parse_map(path, value.get("conversations", {}), parse_record, snap.problems, shard.raw, "conversations")
+                sets = self._parse_map(path, value.get("settings", {}), parse_setting, snap.problems, shard.raw, "settings")
+                conv_maps.append(convs)
+                setting_maps.append(sets)
+                try:
+                    clock = Stamp.decode(value.get("clock", "0:0"))
+                except ValueError:
+                    clock = ZERO
+                written = value.get("written")
+                fmt = value.get("format")
+                snap.shards[path.stem] = ShardInfo(
+                    host=path.stem,
+                    name=str(value.get("name") or path.stem),
+                    clock=clock,
+                    written_ms=written if isinstance(written, int) and not isinstance(written, bool) else 0,
+                    format=fmt if isinstance(fmt, int) and not isinstance(fmt, bool) else 0,
+                    entries=len(convs),
+                )
+        snap.conversations = merge_maps(conv_maps)
+        snap.settings = merge_maps(setting_maps)
+        snap.newest = max(
+            max_stamp(snap.conversations.values()),
+            max_stamp(snap.settings.values()),
+            max((s.clock for s in snap.shards.values()), default=ZERO),
+        )
+        return snap
+
+    def conversation(self, session_id: str) -> Conversation | None:
+        record = self.read().conversations.get(check_session_id(session_id))
+        return record if isinstance(record, Conversation) else None
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        record = self.read().settings.get(key)
+        return default if record is None else record.value
+
+    # ------------------------------------------------------------------ clock
+
+    def _clock_path(self) -> Path:
+        return self.clocks_dir / f"{self.host}.json"
+
+    def _next_stamp(self, seen: Stamp) -> Stamp:
+        """Issue a stamp (call under the host lock). Persisted so it never repeats or goes back."""
+        path = self._clock_path()
+        try:
+            previous = Stamp.decode(json.loads(path.read_text())["hlc"])
+        except (OSError, ValueError, KeyError, TypeError):
+            previous = ZERO
+        stamp = tick(previous, self.now(), seen)
+        atomic_write(path, json.dumps({"hlc": stamp.encode()}) + "\n", durable=False)
+        return stamp
+
+    # ------------------------------------------------------------------ writing conversations
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreError("this store was opened read-only")
+
+    def _write(self, change: Callable[[Stamp], tuple[dict[str, Record], dict[str, Setting]]]) -> Snapshot:
+        self._writable()
+        with self.lock():
+            snap = self.read()
+            own = snap.shards.get(self.host)
+            if own is not None and own.format > SHARD_FORMAT:
+                raise StoreError(
+                    f"{self.shard_path()} was written by a newer subconscious (format {own.format}); "
+                    "upgrade subconscious on this machine"
+                )
+            stamp = self._next_stamp(snap.newest)
+            conv_change, setting_change = change(stamp)
+            snap.conversations = prune_tombstones(
+                merge_maps([snap.conversations, conv_change]), self.now(), self.retention_ms
+            )
+            snap.settings = merge_maps([snap.settings, setting_change])
+            snap.newest = max(snap.newest, stamp)
+            self._write_files(snap, stamp)
+            return snap
+
+    def _write_files(self, snap: Snapshot, stamp: Stamp) -> None:
+        shard = {
+            "format": SHARD_FORMAT,
+            "host": self.host,
+            "name": self.host_name,
+            "clock": stamp.encode(),
+            "written": self.now(),
+            "conversations": {k: r.to_json() for k, r in snap.conversations.items()},
+            "settings": {k: s.to_json() for k, s in snap.settings.items()},
+        }
+        ensure_dir(self.home / HOSTS)
+        atomic_write(self.shard_path(), dumps_canonical(shard, expand=2))
+        view = {k: r.to_json() for k, r in snap.live.items()}
+        atomic_write(self.view_path, dumps_canonical(view, expand=1))
+
+    def put_conversation(self, session_id: str, conversation_id: str, agent_id: str | None) -> Conversation:
+        check_session_id(session_id)
+        if not isinstance(conversation_id, str) or not conversation_id:
+            raise StoreError("a conversation id is required")
+        made: list[Conversation] = []
+
+        def change(stamp: Stamp):
+            entry = Conversation(conversation_id, agent_id, stamp, self.host)
+            made.append(entry)
+            return {session_id: entry}, {}
+
+        self._write(change)
+        return made[0]
+
+    def delete_conversation(self, session_id: str) -> None:
+        check_session_id(session_id)
+        self._write(lambda stamp: ({session_id: Tombstone(stamp, self.host)}, {}))
+
+    def put_setting(self, key: str, value: Any) -> None:
+        json.dumps(value)  # must be JSON
+        self._write(lambda stamp: ({}, {key: Setting(value, stamp, self.host)}))
+
+    def refresh(self) -> Snapshot:
+        """Rewrite this host's shard and the view from everything readable (upgrades legacy entries)."""
+        return self._write(lambda stamp: ({}, {}))
+
+    # ------------------------------------------------------------------ sessions
+
+    def session_ids(self) -> list[str]:
+        out = []
+        try:
+            names = [p.name for p in self.home.iterdir()]
+        except FileNotFoundError:
+            return out
+        for name in names:
+            if name.startswith(SESSION_PREFIX) and name.endswith(SESSION_SUFFIX):
+                sid = name[len(SESSION_PREFIX) : -len(SESSION_SUFFIX)]
+                if is_session_id(sid):
+                    out.append(sid)
+        return sorted(out)
+
+    def _read_session(self, session_id: str) -> tuple[SessionState | None, list[Problem]]:
+        path = self.session_path(session_id)
+        result = self._read_json(path)
+        versions, problems = [], list(result.problems)
+        for value in result.values:
+            try:
+                versions.append(parse_session(value, session_id))
+            except RecordError as exc:
+                kept = self._aside(path, result.raw, "invalid-entry")
+                problems.append(Problem("invalid-entry", str(path), f"not a session state: {exc}", kept))
+        return merge_session_versions(versions), problems
+
+    def session(self, session_id: str) -> SessionState | None:
+        return self._read_session(session_id)[0]
+
+    def session_problems(self, session_id: str) -> list[Problem]:
+        return self._read_session(session_id)[1]
+
+    def update_session(
+        self, session_id: str, change: Callable[[SessionState | None], SessionState | None]
+    ) -> SessionState | None:
+        """Read the session, apply ``change`` and write the result (merged, so the cursor never moves
+        back). ``change`` returning None, or a state equal to the current one, writes nothing."""
+        check_session_id(session_id)
+        self._writable()
+        with self.lock():
+            current, _ = self._read_session(session_id)
+            proposed = change(current)
+            if proposed is None:
+                return current
+            proposed = proposed.evolve(session_id=session_id)
+            if current is not None and _same_content(current, proposed):
+                return current
+            stamp = self._next_stamp(current.stamp if current else ZERO)
+            proposed = proposed.evolve(stamp=stamp, host=self.host)
+            merged = merge_sessions(current, proposed) if current is not None else proposed
+            atomic_write(self.session_path(session_id), dumps_canonical(merged.to_json(), expand=1))
+            return merged
+
+
+def _same_content(a: SessionState, b: SessionState) -> bool:
+    strip = lambda s: {k: v for k, v in s.to_json().items() if k not in ("hlc", "host")}  # noqa: E731
+    return strip(a) == strip(b)
+
+
+def open_store(home: Path, host: str, local_root: Path, **kw: Any) -> Store:
+    """A store for ``home`` with machine-local locks and clocks under ``local_root``."""
+    return Store(home, host, Path(local_root) / "locks", Path(local_root) / "clocks", **kw)
+
+
+def as_mapping(snapshot: Snapshot) -> Mapping[str, tuple[str, str | None]]:
+    """session → (conversation, agent) for the live entries: the view a user or upstream sees."""
+    return {k: (c.conversation_id, c.agent_id) for k, c in snapshot.live.items()}
