@@ -48,6 +48,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
+from .ids import is_host_id, is_session_id
+from .textforms import TEMP_PREFIX
+
 __all__ = [
     "ConflictCopy",
     "Engine",
@@ -65,12 +68,7 @@ __all__ = [
 
 Where = Literal["root", "hosts"]
 
-#: Prefix of our own atomic-write temp files (every engine's ignore rules cover it).
-TEMP_PREFIX = ".subconscious-tmp-"
-
 CONVERSATIONS = "conversations.json"
-_SESSION_RE = re.compile(r"session-([A-Za-z0-9_-]{1,128})\.json")
-_HOST_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,63})\.json")
 
 
 class Engine(str, Enum):
@@ -125,9 +123,14 @@ class TempFile:
 
 
 def _raw_original(name: str, where: Where, extra: Collection[str]) -> bool:
+    """Does ``name`` fit the grammar of our names (ids as subconscious.state.ids checks them)?"""
+    if not name.endswith(".json"):
+        return name in extra
     if where == "hosts":
-        return _HOST_RE.fullmatch(name) is not None
-    return name == CONVERSATIONS or name in extra or _SESSION_RE.fullmatch(name) is not None
+        return is_host_id(name[: -len(".json")])
+    if name == CONVERSATIONS or name in extra:
+        return True
+    return name.startswith("session-") and is_session_id(name[len("session-"): -len(".json")])
 
 
 def is_original(name: str, *, where: Where = "root", extra: Collection[str] = ()) -> bool:
@@ -333,7 +336,7 @@ def classify(
     beside ``session-abc.json``) is returned only with ``include_ambiguous=True`` -- pass
     it only if you then check the content (the session / host id inside) before folding.
     """
-    if not name or "/" in name or "\\" in name or "\x00" in name:
+    if not name or "/" in name or "\x00" in name:
         return None
     if (t := is_temporary(name)) is not None:
         return t

@@ -1,0 +1,305 @@
+"""Conflict-copy names of every sync engine, recognised for our files only."""
+
+from __future__ import annotations
+
+import datetime as dt
+import string
+
+import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+
+from subconscious.state import conflicts
+from subconscious.state.conflicts import (
+    WEAK_ENGINES,
+    ConflictCopy,
+    Engine,
+    TempFile,
+    classify,
+    conflicts_by_original,
+    find_conflicts,
+    is_original,
+    make_copy_name,
+)
+from subconscious.state.textforms import TEMP_PREFIX
+
+session_ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", fullmatch=True)
+host_ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", fullmatch=True)
+root_names = st.one_of(st.just("conversations.json"), session_ids.map(lambda s: f"session-{s}.json"))
+host_names = host_ids.map(lambda h: f"{h}.json")
+
+
+@st.composite
+def originals(draw) -> tuple[str, str]:
+    where = draw(st.sampled_from(["root", "hosts"]))
+    name = draw(root_names if where == "root" else host_names)
+    assume(is_original(name, where=where))
+    return where, name
+
+
+when = st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2099, 12, 31, 23, 59, 59))
+device_ids = st.text(alphabet=string.ascii_uppercase + "234567", min_size=7, max_size=7)
+people = st.text(alphabet=string.ascii_letters + string.digits + " '.-_", min_size=1, max_size=20).map(
+    str.strip).filter(bool)
+computer_names = st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,6}(?:[ -][A-Za-z][A-Za-z0-9]{0,5}){0,2}", fullmatch=True)
+linux_hosts = st.from_regex(r"[a-z][a-z0-9-]{0,20}(?:\.[a-z0-9-]{1,10}){0,2}", fullmatch=True)
+
+
+@st.composite
+def copies(draw) -> tuple[str, str, Engine, dict, str]:
+    where, original = draw(originals())
+    engine = draw(st.sampled_from(list(Engine)))
+    kw: dict = {"when": draw(when).replace(microsecond=0)}
+    if engine is Engine.SYNCTHING:
+        kw["device"] = draw(device_ids)
+    elif engine is Engine.DROPBOX:
+        kw["variant"] = draw(st.sampled_from([None, "case", "unicode", "shared-folder"]))
+        kw["user"] = draw(people)
+        kw["number"] = draw(st.none() | st.integers(1, 99))
+    elif engine is Engine.ICLOUD:
+        kw["number"] = draw(st.integers(2, 500))
+    elif engine is Engine.ONEDRIVE:
+        kw["host"] = draw(computer_names)
+        kw["number"] = draw(st.none() | st.integers(2, 99))
+    elif engine is Engine.ONEDRIVE_LINUX:
+        kw["host"] = draw(linux_hosts)
+        kw["number"] = draw(st.integers(1, 9999))
+    elif engine is Engine.NEXTCLOUD:
+        kw["variant"] = draw(st.sampled_from([None, "legacy"]))
+        kw["user"] = draw(st.none() | people)
+    elif engine is Engine.UNISON:
+        kw["number"] = draw(st.none() | st.integers(1, 99))
+    elif engine is Engine.GOOGLE_DRIVE:
+        kw["number"] = draw(st.integers(1, 99))
+    return where, original, engine, kw, make_copy_name(engine, original, **kw)
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+@settings(max_examples=600)
+@given(copies())
+def test_a_copy_built_from_any_original_classifies_back_to_it(case) -> None:
+    where, original, engine, kw, name = case
+    got = classify(name, [original, name], where=where, include_ambiguous=True)
+    assert isinstance(got, ConflictCopy), (name, got)
+    assert (got.original, got.engine, got.name) == (original, engine, name)
+    assert got.weak == (engine in WEAK_ENGINES) and got.strength == ("weak" if got.weak else "strong")
+    assert got.ambiguous == is_original(name, where=where)
+    assert not is_original(name, where=where) or got.weak  # only weak names can also be ours
+
+
+@settings(max_examples=400)
+@given(copies())
+def test_details_the_engine_encodes_are_parsed(case) -> None:
+    where, original, engine, kw, name = case
+    got = classify(name, [original, name], where=where, include_ambiguous=True)
+    assert isinstance(got, ConflictCopy)
+    w = kw["when"]
+    if engine is Engine.SYNCTHING:
+        assert (got.date, got.time, got.device) == (w.date(), w.time(), kw["device"])
+    elif engine is Engine.DROPBOX and kw["variant"] is None:
+        assert (got.date, got.user, got.number) == (w.date(), kw["user"], kw["number"])
+    elif engine is Engine.DROPBOX:
+        assert (got.variant, got.number, got.date) == (kw["variant"], kw["number"], None)
+    elif engine is Engine.NEXTCLOUD:
+        assert (got.date, got.time, got.variant) == (w.date(), w.time(), kw["variant"])
+        if kw["variant"] is None:
+            assert got.user == kw["user"]
+    elif engine is Engine.UNISON:
+        assert (got.date, got.number) == (w.date(), kw["number"])
+    elif engine is Engine.ONEDRIVE_LINUX:
+        assert (got.host, got.number) == (kw["host"], kw["number"])
+    elif engine is Engine.ONEDRIVE:
+        if not kw["host"].rsplit("-", 1)[-1].isdigit():
+            assert (got.host, got.number) == (kw["host"], kw["number"])
+    else:  # iCloud, Google Drive
+        assert got.number == kw["number"]
+
+
+@settings(max_examples=300)
+@given(copies())
+def test_strong_copies_need_no_listing_and_weak_ones_need_the_original_beside(case) -> None:
+    where, original, engine, kw, name = case
+    alone = classify(name, where=where, include_ambiguous=True)
+    without_original = classify(name, [name, "other.json"], where=where, include_ambiguous=True)
+    if engine in WEAK_ENGINES:
+        assert alone is None and without_original is None
+    elif engine is Engine.ONEDRIVE_LINUX:  # "<stem>-<host>-safeBackup-N": both may hold dashes;
+        assert isinstance(alone, ConflictCopy)  # without a listing the longest reading is taken
+        assert name.startswith(alone.original[: -len(".json")] + "-")
+        assert len(alone.original) >= len(original)
+    else:
+        assert isinstance(alone, ConflictCopy) and alone.original == original
+
+
+@settings(max_examples=200)
+@given(st.lists(copies(), min_size=1, max_size=6))
+def test_find_conflicts_finds_every_copy_and_groups_it_under_an_original(cases) -> None:
+    where = cases[0][0]
+    cases = [c for c in cases if c[0] == where]
+    originals_, names = {c[1] for c in cases}, {c[4] for c in cases}
+    assume(not originals_ & names)
+    listing = originals_ | names
+    plain = find_conflicts(listing, where=where)
+    assert {c.name for c in plain} == {n for n in names if not is_original(n, where=where)}
+    everything = find_conflicts(listing, where=where, include_ambiguous=True)
+    assert {c.name for c in everything} >= names
+    assert all(c.ambiguous for c in everything if c.name not in names)
+    exact = {c[4]: c[1] for c in cases if c[2] not in WEAK_ENGINES and c[2] is not Engine.ONEDRIVE_LINUX}
+    for c in everything:
+        assert c.original in listing and is_original(c.original, where=where)
+        if c.name in exact:
+            assert c.original == exact[c.name]
+    grouped = conflicts_by_original(listing, where=where, include_ambiguous=True)
+    assert sorted((c.original, c.name) for cs in grouped.values() for c in cs) == [
+        (c.original, c.name) for c in everything]
+    assert all(c.original == k for k, cs in grouped.items() for c in cs)
+
+
+# --------------------------------------------------------------------------- no false positives
+
+
+@settings(max_examples=600)
+@given(originals(), st.lists(st.one_of(root_names, host_names), max_size=8))
+@example(("root", "session-abc-2.json"), ["session-abc.json"])
+@example(("root", "session-abc-LAPTOP.json"), ["session-abc.json"])
+@example(("hosts", "web-1.json"), ["web.json"])
+def test_no_valid_name_of_ours_is_ever_classified_as_a_copy(orig, others) -> None:
+    where, name = orig
+    listing = {name, *others}
+    assert classify(name, where=where) is None
+    assert classify(name, listing, where=where) is None
+    got = classify(name, listing, where=where, include_ambiguous=True)  # opt-in: content decides
+    assert got is None or (got.weak and got.ambiguous)
+
+
+@settings(max_examples=300)
+@given(st.one_of(root_names, host_names), st.sampled_from(["root", "hosts"]))
+@example("x.sync-conflict-20261130-063049-ZV4TXD3.json", "hosts")
+@example("session-a_conflict-20261130-063049.json", "root")
+@example("session-a-b-safeBackup-0001.json", "root")
+def test_only_strong_engine_markers_make_a_name_of_our_grammar_invalid(name, where) -> None:
+    grammar = conflicts._raw_original(name, where, ())
+    if grammar and not is_original(name, where=where):
+        assert ("sync-conflict" in name or "_conflict-" in name or "safeBackup" in name
+                or name.startswith((".syncthing.", "~syncthing~", TEMP_PREFIX)))
+        got = classify(name, where=where)
+        assert isinstance(got, ConflictCopy) and not got.weak
+
+
+@pytest.mark.parametrize("where,name,original", [
+    ("hosts", "x.sync-conflict-20261130-063049-ZV4TXD3.json", "x.json"),
+    ("hosts", "web_conflict-20261130-063049.json", "web.json"),
+    ("root", "session-abc_conflict-20261130-063049.json", "session-abc.json"),
+    ("root", "session-abc-myhost-safeBackup-0001.json", "session-abc.json"),
+])
+def test_ids_that_carry_an_engine_marker_are_not_valid_names(where, name, original) -> None:
+    """The store should refuse such ids: ``is_original(f"{host}.json", where="hosts")``."""
+    assert not is_original(name, where=where)
+    got = classify(name, where=where)
+    assert isinstance(got, ConflictCopy) and got.original == original and not got.ambiguous
+
+
+@pytest.mark.parametrize("name,listing", [
+    ("session-abc-2.json", ["session-abc.json"]),  # a session with id "abc-2", not an iCloud copy
+    ("session-abc 2.json", []),  # iCloud-like, but the original is not there
+    ("conversations 2.json", ["session-x.json"]),
+    ("conversations (1).json", []),
+    ("conversations-LAPTOP.json", []),
+    ("conversations 1.json", ["conversations.json"]),  # iCloud starts at 2
+    ("conversations (0).json", ["conversations.json"]),
+    ("conversations-2.json", ["conversations.json"]),  # Windows refuses all-digit computer names
+    ("conversations.sync-conflict-20261330-063049-ZV4TXD3.json", []),  # month 13
+    ("conversations.sync-conflict-20261130-063049-zv4txd3.json", []),  # ids are upper-case base32
+    ("conversations.sync-conflict-20261130-063049-ZV4TXD.json", []),  # 6 chars
+    ("state.sync-conflict-20261130-064824-C2AW434.lock", []),  # not a file of ours
+    ("notes (alice's conflicted copy 2026-11-30).txt", []),
+    ("session-.json", []),
+    (".stignore", []), (".stfolder", []), ("conversations.json", []),
+    ("hosts/conversations.sync-conflict-20261130-063049-ZV4TXD3.json", []),  # plain names only
+])
+def test_names_that_are_not_copies_of_ours(name, listing) -> None:
+    assert not isinstance(classify(name, [name, *listing], include_ambiguous=True), ConflictCopy)
+
+
+def test_captured_and_documented_names() -> None:
+    listing = ["conversations.json", "session-s1.json"]
+    cases = {
+        "conversations.sync-conflict-20261130-063049-ZV4TXD3.json": (Engine.SYNCTHING, "conversations.json"),
+        "conversations (Alice's MacBook's conflicted copy 2026-11-30).json": (Engine.DROPBOX, "conversations.json"),
+        "conversations (alice's conflicted copy 2026-11-30) (1).json": (Engine.DROPBOX, "conversations.json"),
+        "session-s1 (Case Conflict).json": (Engine.DROPBOX, "session-s1.json"),
+        "conversations 2.json": (Engine.ICLOUD, "conversations.json"),
+        "conversations-DESKTOP-4F2K9QX.json": (Engine.ONEDRIVE, "conversations.json"),
+        "conversations-Alice's MacBook Pro-2.json": (Engine.ONEDRIVE, "conversations.json"),
+        "session-s1-my-laptop-safeBackup-0001.json": (Engine.ONEDRIVE_LINUX, "session-s1.json"),
+        "conversations (conflicted copy alice 2026-11-30 063049).json": (Engine.NEXTCLOUD, "conversations.json"),
+        "conversations (conflicted copy 2026-11-30 063049).json": (Engine.NEXTCLOUD, "conversations.json"),
+        "conversations_conflict-20261130-063049.json": (Engine.NEXTCLOUD, "conversations.json"),
+        "conversations (conflict_on_2026-11-30).json": (Engine.UNISON, "conversations.json"),
+        "session-s1 (conflict #2_on_2026-11-30).json": (Engine.UNISON, "session-s1.json"),
+        "conversations (1).json": (Engine.GOOGLE_DRIVE, "conversations.json"),
+    }
+    for name, (engine, original) in cases.items():
+        got = classify(name, [*listing, name])
+        assert isinstance(got, ConflictCopy) and (got.engine, got.original) == (engine, original), name
+    st_copy = classify("conversations.sync-conflict-20261130-063049-ZV4TXD3.json")
+    assert (st_copy.date, st_copy.time, st_copy.device) == (dt.date(2026, 11, 30), dt.time(6, 30, 49), "ZV4TXD3")
+    lin = classify("session-s1-my-laptop-safeBackup-0001.json", listing)
+    assert (lin.host, lin.number) == ("my-laptop", 1)
+    od = classify("conversations-Alice's MacBook Pro-2.json", listing)
+    assert (od.host, od.number, od.weak) == ("Alice's MacBook Pro", 2, True)
+
+
+def test_ambiguous_weak_match_is_opt_in() -> None:
+    listing = ["session-abc.json", "session-abc-LAPTOP.json"]
+    assert classify("session-abc-LAPTOP.json", listing) is None
+    got = classify("session-abc-LAPTOP.json", listing, include_ambiguous=True)
+    assert isinstance(got, ConflictCopy) and got.ambiguous and got.weak and got.host == "LAPTOP"
+    assert find_conflicts(listing) == ()
+    assert [c.name for c in find_conflicts(listing, include_ambiguous=True)] == ["session-abc-LAPTOP.json"]
+
+
+def test_the_closest_original_beside_the_copy_wins() -> None:
+    # OneDrive-Linux hostnames and session ids both hold dashes: the listing decides.
+    name = "session-1f2e-aa-my-box-safeBackup-0002.json"
+    assert classify(name, [name, "session-1f2e-aa.json"]).original == "session-1f2e-aa.json"
+    assert classify(name, [name, "session-1f2e.json"]).original == "session-1f2e.json"
+    got = classify("hostA-WORK-PC.json", ["hostA.json", "hostA-WORK.json"], where="hosts",
+                   include_ambiguous=True)
+    assert (got.original, got.host) == ("hostA-WORK.json", "PC")
+
+
+# --------------------------------------------------------------------------- temp files
+
+
+@settings(max_examples=300)
+@given(st.one_of(
+    st.text(min_size=0, max_size=40).filter(lambda s: "/" not in s and "\x00" not in s).map(
+        lambda s: TEMP_PREFIX + s),
+    st.one_of(root_names, host_names, copies().map(lambda c: c[4])).flatmap(
+        lambda n: st.sampled_from([f".syncthing.{n}.tmp", f"~syncthing~{n}.tmp", f".unison.{n}.x1.unison.tmp"])),
+))
+def test_temp_files_are_never_conflicts(name) -> None:
+    for where in ("root", "hosts"):
+        got = classify(name, [name, "conversations.json"], where=where, include_ambiguous=True)
+        assert isinstance(got, TempFile), name
+        assert not is_original(name, where=where)
+
+
+def test_temp_file_owner_and_target() -> None:
+    assert classify(".syncthing.session-x.json.tmp") == TempFile(".syncthing.session-x.json.tmp", "syncthing",
+                                                                  "session-x.json")
+    assert classify("~syncthing~hostA.json.tmp", where="hosts").target == "hostA.json"
+    assert classify(TEMP_PREFIX + "conversations.json-12-ab").owner == "subconscious"
+    assert classify(".unison.conversations.json.5f3a.unison.tmp").owner == "unison"
+
+
+@settings(max_examples=500)
+@given(st.text(max_size=80), st.lists(st.text(max_size=30), max_size=5), st.sampled_from(["root", "hosts"]))
+def test_classify_never_raises(name, listing, where) -> None:
+    got = classify(name, listing, where=where, include_ambiguous=True)
+    assert got is None or isinstance(got, (ConflictCopy, TempFile))
+    if isinstance(got, ConflictCopy):
+        assert is_original(got.original, where=where) and got.original != got.name
