@@ -13,12 +13,13 @@ Replies are scripted by markers in the user's prompt text:
 ``[[tool:Bash some command]]``   a ``tool_use`` of Bash with ``{"command": ..., "description": ...}``
 ``[[tool:Glob pattern]]`` / ``[[tool:Grep pattern]]``  ``{"pattern": ...}``
 ``[[tool:Name {json}]]``         any tool, input given as a JSON object
+(a marker naming a tool the request does not offer is ignored: 2.1.3xx defers Glob/Grep)
 ``[[text:some words]]``          the final text answer (default: :attr:`FakeAnthropic.default_text`)
 ``[[thinking:some words]]``      a thinking block before the first reply of the turn
 
 Several ``[[tool:...]]`` markers run one after another: the n-th reply of a turn uses the
 n-th marker, counted by the ``tool_result`` blocks that came back after the prompt. The
-"prompt" is the newest user message that carries a marker, so ``--resume`` turns with new
+"prompt" is the newest user text block that carries a marker, so ``--resume`` turns with new
 markers work; a turn without markers gets a plain text answer.
 
 Run standalone for manual poking: ``python -m tests.harness.fake_anthropic`` prints
@@ -112,15 +113,20 @@ def plan_reply(body: dict[str, Any], default_text: str) -> list[dict[str, Any]]:
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") != "user":
             continue
-        found = [(k, v.strip()) for t in _text_blocks(messages[i]) for k, v in _MARKER.findall(t)]
-        if found:
-            prompt_at, markers = i, found
+        # CLI versions merge consecutive user turns into one message: use its newest marked block.
+        for text in reversed(_text_blocks(messages[i])):
+            found = [(k, v.strip()) for k, v in _MARKER.findall(text)]
+            if found:
+                prompt_at, markers = i, found
+                break
+        if markers:
             break
-    tools = [v for k, v in markers if k == "tool"]
+    offered = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+    # Tools this CLI version does not offer (e.g. Glob/Grep are deferred on 2.1.3xx) are skipped.
+    tools = [v for k, v in markers if k == "tool" and v.partition(" ")[0] in offered]
     texts = [v for k, v in markers if k == "text"]
     thinking = [v for k, v in markers if k == "thinking"]
     step = _count_tool_results(messages[prompt_at + 1:]) if prompt_at is not None else 0
-    offered = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
 
     blocks: list[dict[str, Any]] = []
     if thinking and step == 0:
@@ -128,11 +134,10 @@ def plan_reply(body: dict[str, Any], default_text: str) -> list[dict[str, Any]]:
                        "signature": "fake-signature-" + uuid.uuid4().hex[:16]})
     if step < len(tools):
         name, _, arg = tools[step].partition(" ")
-        if name in offered:
-            blocks.append({"type": "text", "text": "Using %s." % name})
-            blocks.append({"type": "tool_use", "id": "toolu_fake_" + uuid.uuid4().hex[:20],
-                           "name": name, "input": _tool_input(name, arg)})
-            return blocks
+        blocks.append({"type": "text", "text": "Using %s." % name})
+        blocks.append({"type": "tool_use", "id": "toolu_fake_" + uuid.uuid4().hex[:20],
+                       "name": name, "input": _tool_input(name, arg)})
+        return blocks
     blocks.append({"type": "text", "text": texts[0] if texts else default_text})
     return blocks
 

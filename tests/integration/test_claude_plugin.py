@@ -1,0 +1,141 @@
+"""The plugin (.claude-plugin/ + hooks/hooks.json) loaded by the real Claude Code CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from subconscious.transcript import build_update, complete_lines
+from tests.harness.claude_code import REPO_ROOT, write_recording_double
+
+pytestmark = pytest.mark.claude
+
+EVENTS = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit",
+          "PreToolUse": "pre-tool-use", "Stop": "stop"}
+NO_SUBCONSCIOUS_PATH = "/usr/bin:/bin"
+
+
+def test_plugin_validates(claude_code, tmp_path):
+    for target in (REPO_ROOT, REPO_ROOT / ".claude-plugin" / "marketplace.json"):
+        p = claude_code.run_plain("plugin", "validate", str(target), cwd=tmp_path,
+                                  env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                       "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")})
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "Validation passed" in p.stdout + p.stderr
+
+
+def test_hooks_config_shape():
+    hooks = json.loads((REPO_ROOT / "hooks" / "hooks.json").read_text())["hooks"]
+    assert set(hooks) == set(EVENTS)
+    for event, arg in EVENTS.items():
+        (group,) = hooks[event]
+        (hook,) = group["hooks"]
+        assert "exec subconscious hook %s;" % arg in hook["command"]
+        assert "async" not in hook  # an async Stop is cancelled when `claude -p` exits (2.1.332)
+    assert hooks["PreToolUse"][0]["matcher"] == "*"
+    assert {e: hooks[e][0]["hooks"][0]["timeout"] for e in EVENTS} == {
+        "SessionStart": 15, "UserPromptSubmit": 10, "PreToolUse": 5, "Stop": 120}
+
+
+def _hook_responses(run):
+    return [e for e in run.output if isinstance(e, dict) and e.get("subtype") == "hook_response"]
+
+
+def test_missing_command_is_reported_plainly_and_never_blocks(claude_sandbox):
+    assert shutil.which("subconscious", path=NO_SUBCONSCIOUS_PATH) is None, "precondition: not on this PATH"
+    target = claude_sandbox.project_dir / "hello.txt"
+    target.write_text("The secret word is PAPAYA.\n")
+    run = claude_sandbox.run("[[tool:Read %s]] [[text:It says PAPAYA.]] What does hello.txt say?" % target,
+                             path=NO_SUBCONSCIOUS_PATH, output_format="stream-json")
+    assert run.returncode == 0, run.describe()
+    assert run.result == "It says PAPAYA."
+    assert run.seen_by_model("The secret word is PAPAYA.")  # the tool ran, the turn went on
+    responses = _hook_responses(run)
+    assert sorted({r["hook_event"] for r in responses}) == sorted(EVENTS)
+    for r in responses:
+        assert r["exit_code"] == 0 and r["outcome"] == "success", r
+        assert r["stdout"] == ""
+        lines = r["stderr"].splitlines()
+        assert len(lines) == 1, r["stderr"]
+        assert "subconscious" in lines[0] and "not found" in lines[0]
+        assert "pip install subconscious" in lines[0] and "pipx install subconscious" in lines[0]
+    # the message never reaches the model as context
+    assert not run.seen_by_model("pip install subconscious")
+
+
+def test_each_event_reaches_subconscious_with_real_stdin(claude_sandbox, recording_subconscious):
+    target = claude_sandbox.project_dir / "hello.txt"
+    target.write_text("The secret word is PAPAYA.\n")
+    prompt = "[[tool:Read %s]] [[text:It says PAPAYA.]] What does hello.txt say?" % target
+    run = claude_sandbox.run(prompt, env={"LETTA_MODE": "whisper", "SUBCONSCIOUS_HOME": "/x/y",
+                                          "LETTA_BASE_URL": "http://127.0.0.1:9"})
+    assert run.returncode == 0, run.describe()
+    recs = recording_subconscious.records()
+    assert [r["argv"] for r in recs] == [["hook", "session-start"], ["hook", "user-prompt-submit"],
+                                         ["hook", "pre-tool-use"], ["hook", "stop"]]
+    for r in recs:
+        stdin = r["stdin"]
+        assert EVENTS[stdin["hook_event_name"]] == r["argv"][1]
+        assert stdin["session_id"] == run.session_id
+        assert stdin["transcript_path"] == str(run.transcript_path)
+        assert stdin["cwd"] == str(claude_sandbox.project_dir) == r["cwd"]
+        assert r["env"]["LETTA_MODE"] == "whisper" and r["env"]["SUBCONSCIOUS_HOME"] == "/x/y"
+        assert r["env"]["LETTA_BASE_URL"] == "http://127.0.0.1:9"
+        assert r["env"]["CLAUDE_PROJECT_DIR"] == str(claude_sandbox.project_dir)
+    start, prompt_rec, pre, stop = (r["stdin"] for r in recs)
+    assert start["source"] == "startup"
+    assert prompt_rec["prompt"] == prompt
+    assert pre["tool_name"] == "Read" and pre["tool_input"] == {"file_path": str(target)}
+    assert pre["tool_use_id"].startswith("toolu_")
+    assert stop["stop_hook_active"] is False
+    assert stop["last_assistant_message"] == "It says PAPAYA."
+    # Stop runs to completion and already sees the final answer in the transcript
+    assert "It says PAPAYA." in recs[3]["transcript_at_hook"]
+    # hook stdout reaches the model: plain text on prompt submit, additionalContext on tool use
+    assert run.seen_by_model("RECORDED_DOUBLE_PROMPT_CONTEXT for %s" % run.session_id)
+    assert run.seen_by_model("RECORDED_DOUBLE_TOOL_CONTEXT Read")
+
+
+def test_resume_keeps_session_and_cursor_picks_up_only_new_lines(claude_sandbox, recording_subconscious):
+    notes = claude_sandbox.project_dir / "notes.txt"
+    notes.write_text("alpha\nbeta\n")
+    first = claude_sandbox.run("[[tool:Read %s]] [[text:Read them.]] FIRST-TURN read the notes" % notes)
+    assert first.returncode == 0, first.describe()
+    second = claude_sandbox.run("[[tool:Bash wc -l notes.txt]] [[text:Two lines.]] SECOND-TURN count them",
+                                resume=first.session_id)
+    assert second.returncode == 0, second.describe()
+    assert second.session_id == first.session_id and second.transcript_path == first.transcript_path
+    recs = recording_subconscious.records()
+    starts = [r["stdin"] for r in recs if r["argv"][1] == "session-start"]
+    assert [s["source"] for s in starts] == ["startup", "resume"]
+    stops = [r for r in recs if r["argv"][1] == "stop"]
+    assert len(stops) == 2
+    # What the Stop hook would do each time: process the lines after the saved cursor.
+    seen1 = complete_lines(stops[0]["transcript_at_hook"])
+    u1 = build_update(seen1, -1, first.session_id)
+    seen2 = complete_lines(stops[1]["transcript_at_hook"])
+    u2 = build_update(seen2, u1.cursor, first.session_id)
+    assert u1.cursor == len(seen1) - 1 and u2.cursor == len(seen2) - 1
+    assert "FIRST-TURN" in u1.payload and "SECOND-TURN" not in u1.payload
+    assert "SECOND-TURN" in u2.payload and "FIRST-TURN" not in u2.payload
+    assert "[Tool Result: Bash]\n2 notes.txt" in u2.payload
+    assert u1.invalid_lines == () and u2.invalid_lines == ()
+
+
+def test_hung_hook_is_cut_off_by_its_timeout(claude_sandbox, tmp_path):
+    # A `subconscious` that hangs on pre-tool-use: Claude Code must cancel it after 5 s and go on.
+    write_recording_double(claude_sandbox.bin_dir, tmp_path / "rec")
+    script = claude_sandbox.bin_dir / "subconscious"
+    script.write_text(script.read_text().replace(
+        'event = sys.argv[2] if len(sys.argv) > 2 else ""',
+        'event = sys.argv[2] if len(sys.argv) > 2 else ""\nif event == "pre-tool-use":\n    time.sleep(60)'))
+    target = claude_sandbox.project_dir / "hello.txt"
+    target.write_text("PAPAYA\n")
+    run = claude_sandbox.run("[[tool:Read %s]] [[text:Done anyway.]] read it" % target,
+                             output_format="stream-json", timeout=90)
+    assert run.returncode == 0, run.describe()
+    assert run.result == "Done anyway."
+    pre = [r for r in _hook_responses(run) if r["hook_event"] == "PreToolUse"]
+    assert [r["outcome"] for r in pre] == ["cancelled"]
