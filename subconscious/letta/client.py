@@ -1,0 +1,328 @@
+"""Synchronous Letta REST client (httpx), just the calls subconscious needs.
+
+Every call has an explicit timeout (the client default, or ``timeout=`` per call), every failure raises a
+``LettaError`` subclass that says what failed and what to do, and the API key never appears in logs,
+errors or reprs. ``transport=`` is the seam for tests (``httpx.MockTransport``, fault injection).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import httpx
+
+from .config import DEFAULT_BASE_URL, LettaSettings, check_id, display_url, normalize_base_url
+from .errors import (LettaAuthError, LettaConflictError, LettaConnectionError, LettaError, LettaHTTPError,
+                     LettaNotFoundError, LettaProtocolError, LettaServerError, LettaStreamError,
+                     LettaTimeoutError, redact)
+from .messages import ClientTool, ToolResult, TurnResult, approval_message, fold_items, turn_from_response, \
+    user_message
+from .sse import letta_stream
+
+log = logging.getLogger("subconscious.letta")
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=5.0)
+TimeoutArg = float | httpx.Timeout | None
+MessagesArg = str | Mapping | Sequence[Mapping]
+
+
+def _timeout(value: TimeoutArg, default: httpx.Timeout) -> httpx.Timeout:
+    if value is None:
+        return default
+    if isinstance(value, httpx.Timeout):
+        return value
+    return httpx.Timeout(float(value))
+
+
+def _seconds(t: httpx.Timeout) -> str:
+    vals = [v for v in (t.connect, t.read, t.write, t.pool) if v is not None]
+    return f"{max(vals):g} s" if vals else "no limit"
+
+
+def _as_messages(messages: MessagesArg) -> list[dict]:
+    if isinstance(messages, str):
+        return [user_message(messages)]
+    if isinstance(messages, Mapping):
+        return [dict(messages)]
+    return [dict(m) for m in messages]
+
+
+def _tools_json(client_tools: Iterable[ClientTool | Mapping] | None) -> list[dict] | None:
+    if client_tools is None:
+        return None
+    return [t.to_json() if isinstance(t, ClientTool) else dict(t) for t in client_tools]
+
+
+class LettaClient:
+    """``LettaClient(base_url, api_key)``; base_url is normalised (``/v1`` added); None means Letta Cloud."""
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
+                 timeout: TimeoutArg = None, transport: httpx.BaseTransport | None = None,
+                 user_agent: str = "subconscious-letta-client"):
+        self.base_url = normalize_base_url(base_url or DEFAULT_BASE_URL)
+        self._api_key = api_key or None
+        self._default_timeout = _timeout(timeout, DEFAULT_TIMEOUT)
+        headers = {"Accept": "application/json", "User-Agent": user_agent}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        self._http = httpx.Client(base_url=self.base_url + "/", headers=headers, timeout=self._default_timeout,
+                                  transport=transport, follow_redirects=False, trust_env=True)
+
+    @classmethod
+    def from_settings(cls, settings: LettaSettings, **kw) -> "LettaClient":
+        return cls(settings.base_url, settings.api_key, **kw)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kw) -> "LettaClient":
+        return cls.from_settings(LettaSettings.from_env(env), **kw)
+
+    def __repr__(self) -> str:
+        return f"LettaClient(base_url={display_url(self.base_url)!r}, api_key={'<set>' if self._api_key else None})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "LettaClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ plumbing
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._api_key)
+
+    def _where(self) -> str:
+        return display_url(self.base_url)
+
+    def _transport_error(self, what: str, exc: Exception, timeout: httpx.Timeout) -> LettaError:
+        kind = type(exc).__name__
+        detail = self._redact(str(exc) or kind)
+        if isinstance(exc, httpx.TimeoutException):
+            return LettaTimeoutError(f"{what} timed out ({kind}, limit {_seconds(timeout)})",
+                                     f"the Letta server at {self._where()} is slow or unreachable; retry later",
+                                     detail=detail)
+        if isinstance(exc, httpx.ConnectError):
+            return LettaConnectionError(f"{what}: cannot connect to Letta at {self._where()}",
+                                        "start the server or fix LETTA_BASE_URL", detail=detail)
+        return LettaConnectionError(f"{what}: connection to Letta at {self._where()} failed ({kind})",
+                                    "check the network and LETTA_BASE_URL; retry later", detail=detail)
+
+    def _http_error(self, what: str, resp: httpx.Response) -> LettaHTTPError:
+        code = resp.status_code
+        try:
+            body = resp.json()
+            detail = body.get("detail", body) if isinstance(body, dict) else body
+            detail = detail if isinstance(detail, str) else json.dumps(detail)
+        except (ValueError, UnicodeDecodeError):
+            detail = resp.text
+        detail = self._redact(detail.strip())
+        what = f"{what}: HTTP {code}"
+        if code in (401, 403):
+            return LettaAuthError(what, f"check LETTA_API_KEY: it is {'set but refused' if self._api_key else 'not set'}"
+                                        f" by {self._where()}", status=code, detail=detail)
+        if code == 404:
+            return LettaNotFoundError(what, f"check the id and that LETTA_BASE_URL ({self._where()}) is the server "
+                                            "that holds it", status=code, detail=detail)
+        if code == 409:
+            return LettaConflictError(what, "another request is still running on this conversation; retry when "
+                                            "it has finished", status=code, detail=detail)
+        if code >= 500:
+            return LettaServerError(what, "the Letta server or its model provider failed; see the server log, "
+                                          "retry later", status=code, detail=detail)
+        return LettaHTTPError(what, "the server rejected the request; this is likely a subconscious bug or an "
+                                    "incompatible server version", status=code, detail=detail)
+
+    def _request(self, what: str, method: str, path: str, *, timeout: TimeoutArg = None, **kw):
+        t = _timeout(timeout, self._default_timeout)
+        started = time.monotonic()
+        try:
+            resp = self._http.request(method, path, timeout=t, **kw)
+        except httpx.HTTPError as e:
+            log.debug("%s %s failed after %.0f ms: %s", method, path, (time.monotonic() - started) * 1000,
+                      type(e).__name__)
+            raise self._transport_error(what, e, t) from None
+        log.debug("%s %s -> %d in %.0f ms", method, path, resp.status_code, (time.monotonic() - started) * 1000)
+        if resp.status_code >= 400:
+            raise self._http_error(what, resp)
+        if not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            raise LettaProtocolError(f"{what}: the answer is not JSON",
+                                     f"is LETTA_BASE_URL ({self._where()}) a Letta server?",
+                                     detail=self._redact(resp.text[:200])) from None
+
+    # ------------------------------------------------------------ calls
+
+    def health(self, *, timeout: TimeoutArg = None) -> dict:
+        return self._request("checking Letta health", "GET", "health/", timeout=timeout)
+
+    def get_agent(self, agent_id: str, *, include_blocks: bool = True, timeout: TimeoutArg = None) -> dict:
+        """The agent (AgentState dict); with include_blocks, ``blocks`` holds the memory blocks."""
+        params = {"include": "agent.blocks"} if include_blocks else None
+        return self._request(f"reading agent {agent_id}", "GET", f"agents/{check_id(agent_id, 'agent id')}",
+                             params=params, timeout=timeout)
+
+    def update_agent(self, agent_id: str, fields: Mapping, *, timeout: TimeoutArg = None) -> dict:
+        return self._request(f"updating agent {agent_id}", "PATCH", f"agents/{check_id(agent_id, 'agent id')}",
+                             json=dict(fields), timeout=timeout)
+
+    def set_agent_model(self, agent_id: str, model: str, context_window_limit: int | None = None, *,
+                        timeout: TimeoutArg = None) -> dict:
+        """PATCH {model, context_window_limit} (the deprecated llm_config body is rejected by Letta)."""
+        body: dict = {"model": model}
+        if context_window_limit is not None:
+            body["context_window_limit"] = int(context_window_limit)
+        return self.update_agent(agent_id, body, timeout=timeout)
+
+    def import_agent_file(self, content: bytes, *, filename: str = "Subconscious.af", model: str | None = None,
+                          name: str | None = None, append_copy_suffix: bool = False,
+                          timeout: TimeoutArg = None) -> list[str]:
+        """Import an .af agent file; returns the new agent ids. ``model`` sets the agent's model handle."""
+        data = {"append_copy_suffix": "true" if append_copy_suffix else "false"}
+        if model:
+            data["model"] = model
+        if name:
+            data["name"] = name
+        body = self._request("importing the agent file", "POST", "agents/import",
+                             files={"file": (filename, content, "application/json")}, data=data,
+                             timeout=timeout or httpx.Timeout(60.0, connect=5.0))
+        ids = body.get("agent_ids") if isinstance(body, dict) else None
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            raise LettaProtocolError("importing the agent file: no agent id in the answer",
+                                     "is this a Letta server with agent-file import?", detail=str(body)[:200])
+        return ids
+
+    def list_models(self, *, timeout: TimeoutArg = None) -> list[dict]:
+        body = self._request("listing models", "GET", "models/", timeout=timeout)
+        if not isinstance(body, list):
+            raise LettaProtocolError("listing models: the answer is not a list",
+                                     f"is LETTA_BASE_URL ({self._where()}) a Letta server?", detail=str(body)[:200])
+        return [m for m in body if isinstance(m, dict)]
+
+    def create_conversation(self, agent_id: str, *, timeout: TimeoutArg = None) -> dict:
+        """A new conversation ({id: conv-…, agent_id, …}) on the agent."""
+        body = self._request(f"creating a conversation for {agent_id}", "POST", "conversations/",
+                             params={"agent_id": check_id(agent_id, "agent id")}, json={}, timeout=timeout)
+        if not isinstance(body, dict) or not isinstance(body.get("id"), str):
+            raise LettaProtocolError("creating a conversation: no id in the answer",
+                                     "is this Letta server 0.16.2 or newer (conversations API)?",
+                                     detail=str(body)[:200])
+        return body
+
+    def list_messages(self, conversation_id: str, *, limit: int = 20, order: str = "desc",
+                      before: str | None = None, after: str | None = None,
+                      timeout: TimeoutArg = None) -> list[dict]:
+        """Messages of a conversation; ``order="desc"`` (default) is newest first."""
+        params: dict = {"limit": int(limit), "order": order}
+        if before:
+            params["before"] = check_id(before, "message id")
+        if after:
+            params["after"] = check_id(after, "message id")
+        body = self._request(f"listing messages of {conversation_id}", "GET",
+                             f"conversations/{check_id(conversation_id, 'conversation id')}/messages",
+                             params=params, timeout=timeout)
+        if not isinstance(body, list):
+            raise LettaProtocolError("listing messages: the answer is not a list", "", detail=str(body)[:200])
+        return [m for m in body if isinstance(m, dict)]
+
+    def _message_body(self, messages: MessagesArg, client_tools, max_steps: int | None, streaming: bool) -> dict:
+        body: dict = {"messages": _as_messages(messages), "streaming": streaming}
+        tools = _tools_json(client_tools)
+        if tools is not None:
+            body["client_tools"] = tools
+        if max_steps is not None:
+            body["max_steps"] = int(max_steps)
+        if streaming:
+            body.update(stream_tokens=False, include_pings=True)
+        return body
+
+    def send_message(self, conversation_id: str, messages: MessagesArg, *,
+                     client_tools: Iterable[ClientTool | Mapping] | None = None, max_steps: int | None = None,
+                     timeout: TimeoutArg = None) -> TurnResult:
+        """Send and wait for the whole turn (``streaming=false``). ``messages``: text, a message or a list."""
+        t = timeout if timeout is not None else httpx.Timeout(120.0, connect=5.0)
+        body = self._request(f"sending a message to {conversation_id}", "POST",
+                             f"conversations/{check_id(conversation_id, 'conversation id')}/messages",
+                             json=self._message_body(messages, client_tools, max_steps, False), timeout=t)
+        return turn_from_response(body)
+
+    def stream_message(self, conversation_id: str, messages: MessagesArg, *,
+                       client_tools: Iterable[ClientTool | Mapping] | None = None, max_steps: int | None = None,
+                       timeout: TimeoutArg = None, total_timeout: float | None = None) -> Iterator[dict]:
+        """Send and yield each stream item (dicts with message_type, pings included) until ``[DONE]``.
+
+        ``timeout`` bounds each wait for data (Letta pings keep a slow run alive); ``total_timeout`` bounds the
+        whole run. Closing the iterator early closes the connection.
+        """
+        what = f"streaming a message to {conversation_id}"
+        path = f"conversations/{check_id(conversation_id, 'conversation id')}/messages"
+        body = self._message_body(messages, client_tools, max_steps, True)
+        t = _timeout(timeout, httpx.Timeout(60.0, connect=5.0))
+        deadline = time.monotonic() + total_timeout if total_timeout else None
+        started = time.monotonic()
+        try:
+            with self._http.stream("POST", path, json=body, timeout=t,
+                                   headers={"Accept": "text/event-stream"}) as resp:
+                log.debug("POST %s (stream) -> %d in %.0f ms", path, resp.status_code,
+                          (time.monotonic() - started) * 1000)
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise self._http_error(what, resp)
+                ctype = resp.headers.get("content-type", "")
+                if "text/event-stream" not in ctype:
+                    resp.read()
+                    raise LettaProtocolError(f"{what}: expected an event stream, got {ctype or 'no content type'}",
+                                             f"is LETTA_BASE_URL ({self._where()}) a Letta server?",
+                                             detail=self._redact(resp.text[:200]))
+                for item in letta_stream(resp.iter_text()):
+                    yield item
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise LettaTimeoutError(f"{what} took longer than {total_timeout:g} s",
+                                                "the agent run continues on the server; read the conversation later")
+        except httpx.HTTPError as e:
+            raise self._transport_error(what, e, t) from None
+        finally:
+            log.debug("POST %s (stream) closed after %.0f ms", path, (time.monotonic() - started) * 1000)
+
+    def send_message_streaming(self, conversation_id: str, messages: MessagesArg, *,
+                               client_tools: Iterable[ClientTool | Mapping] | None = None,
+                               max_steps: int | None = None, timeout: TimeoutArg = None,
+                               total_timeout: float | None = None,
+                               on_item: Callable[[dict], None] | None = None) -> TurnResult:
+        """Stream a turn and fold it into a TurnResult; ``on_item`` sees every item as it arrives.
+
+        On an error event, LettaStreamError is raised with ``.partial`` = the TurnResult gathered so far.
+        """
+        result = TurnResult()
+        items = []
+        try:
+            for item in self.stream_message(conversation_id, messages, client_tools=client_tools,
+                                            max_steps=max_steps, timeout=timeout, total_timeout=total_timeout):
+                items.append(item)
+                if on_item is not None:
+                    on_item(item)
+        except LettaStreamError as e:
+            e.partial = fold_items(items, result)
+            raise
+        return fold_items(items, result)
+
+    def send_tool_results(self, conversation_id: str, results: Iterable[ToolResult], *,
+                          client_tools: Iterable[ClientTool | Mapping] | None = None, streaming: bool = True,
+                          max_steps: int | None = None, timeout: TimeoutArg = None,
+                          total_timeout: float | None = None) -> TurnResult:
+        """Answer approval requests with client-side tool results; the agent then continues its turn.
+
+        Pass the same ``client_tools`` as in the request that was paused, so the agent may call them again.
+        """
+        msg = approval_message(results)
+        if streaming:
+            return self.send_message_streaming(conversation_id, [msg], client_tools=client_tools,
+                                               max_steps=max_steps, timeout=timeout, total_timeout=total_timeout)
+        return self.send_message(conversation_id, [msg], client_tools=client_tools, max_steps=max_steps,
+                                 timeout=timeout)

@@ -1,0 +1,105 @@
+"""One exception family for everything that can go wrong talking to Letta.
+
+Every message says what failed and what to do about it. No message, repr or traceback carries the API key:
+callers build errors from already-redacted text (see ``redact``), and wrapped transport errors are chained
+with ``from None`` so the request (and its Authorization header) is not attached.
+"""
+from __future__ import annotations
+
+_MIN_SECRET_PIECE = 6
+
+
+class LettaError(Exception):
+    """Base of all Letta client errors. ``what`` failed, ``hint`` says what to do; ``status`` if HTTP."""
+
+    def __init__(self, what: str, hint: str = "", *, status: int | None = None, detail: str = ""):
+        self.what = what
+        self.hint = hint
+        self.status = status
+        self.detail = detail
+        super().__init__(self._compose())
+
+    def _compose(self) -> str:
+        msg = self.what
+        if self.detail:
+            msg += f": {self.detail}"
+        if self.hint:
+            msg = msg.rstrip(". ") + f". {self.hint}"
+        return msg
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._compose()!r})"
+
+
+class LettaConfigError(LettaError):
+    """Bad configuration (base URL, agent id, missing key, bundled agent file)."""
+
+
+class LettaConnectionError(LettaError):
+    """The server could not be reached (refused, DNS, TLS, connection dropped)."""
+
+
+class LettaTimeoutError(LettaConnectionError):
+    """The server did not answer within the timeout given for this call."""
+
+
+class LettaHTTPError(LettaError):
+    """The server answered with an HTTP error status."""
+
+
+class LettaAuthError(LettaHTTPError):
+    """401/403: the API key is missing, wrong or lacks access."""
+
+
+class LettaNotFoundError(LettaHTTPError):
+    """404: the agent, conversation or route does not exist on this server."""
+
+
+class LettaConflictError(LettaHTTPError):
+    """409: e.g. another request is already running on the same conversation."""
+
+
+class LettaServerError(LettaHTTPError):
+    """5xx: the Letta server (or its model provider) failed."""
+
+
+class LettaProtocolError(LettaError):
+    """The answer was not what the Letta API promises (bad JSON, wrong shape, malformed stream)."""
+
+
+class LettaStreamError(LettaError):
+    """The agent run reported an error inside the stream (an ``error`` event / ``error_message``)."""
+
+    def __init__(self, what: str, hint: str = "", *, status: int | None = None, detail: str = "",
+                 event: dict | None = None, partial: object = None):
+        self.event = event or {}
+        self.partial = partial  # the TurnResult gathered before the error, if any
+        super().__init__(what, hint, status=status, detail=detail)
+
+
+def redact(text: str, secret: str | None, limit: int = 600) -> str:
+    """``text`` cut to ``limit`` chars with any piece of ``secret`` (>= 6 chars, e.g. a prefix) masked."""
+    if not isinstance(text, str):
+        text = str(text)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if not secret or len(secret) < _MIN_SECRET_PIECE:
+        return text
+    windows = {secret[i:i + _MIN_SECRET_PIECE] for i in range(len(secret) - _MIN_SECRET_PIECE + 1)}
+    masked = [False] * len(text)
+    for i in range(len(text) - _MIN_SECRET_PIECE + 1):
+        if text[i:i + _MIN_SECRET_PIECE] in windows:
+            for j in range(i, i + _MIN_SECRET_PIECE):
+                masked[j] = True
+    if not any(masked):
+        return text
+    out, i = [], 0
+    while i < len(text):
+        if masked[i]:
+            while i < len(text) and masked[i]:
+                i += 1
+            out.append("[redacted]")
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
