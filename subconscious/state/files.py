@@ -46,11 +46,22 @@ class ReadResult:
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) private to the user; tighten a directory we created."""
-    if not path.is_dir():
-        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create ``path`` and any missing parents private to the user (0700); existing ones are left as
+    they are (a user's own directories are theirs)."""
+    if path.is_dir():
+        return path
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
         try:
-            os.chmod(path, DIR_MODE)
+            directory.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue
+        try:
+            os.chmod(directory, DIR_MODE)  # mkdir's mode is filtered by the umask
         except OSError:
             pass
     return path

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Iterable, Mapping, TypeVar
 
 from .clock import Stamp
-from .records import SessionState, order_key
+from .records import SessionState, later
 
 V = TypeVar("V")
 
 
 def newest(a: V, b: V) -> V:
     """The later of two versions of one key by (clock, host, content)."""
-    return a if order_key(a) >= order_key(b) else b  # type: ignore[arg-type]
+    return a if later(a, b) else b  # type: ignore[arg-type]
 
 
 def merge_maps(maps: Iterable[Mapping[str, V]]) -> dict[str, V]:
@@ -26,7 +26,10 @@ def merge_maps(maps: Iterable[Mapping[str, V]]) -> dict[str, V]:
     for m in maps:
         for key, record in m.items():
             have = out.get(key)
-            out[key] = record if have is None else newest(have, record)
+            if have is None:
+                out[key] = record
+            elif have is not record:
+                out[key] = newest(have, record)
     return out
 
 

@@ -26,9 +26,12 @@ class RecordError(ValueError):
     """A value in a state file that is not of our format."""
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical(value: Any) -> str:
     """Compact canonical JSON: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 def _stamp_of(obj: Mapping[str, Any]) -> tuple[Stamp, str]:
@@ -61,6 +64,7 @@ class Conversation:
     stamp: Stamp
     host: str
     extra: str = ""  # canonical JSON of fields we do not know, kept as written
+    raw: dict | None = field(default=None, compare=False, repr=False, hash=False)  # as parsed, if it was
 
     deleted = False
 
@@ -69,6 +73,8 @@ class Conversation:
         return self.stamp == ZERO
 
     def to_json(self) -> dict[str, Any]:
+        if self.raw is not None and "hlc" in self.raw:
+            return self.raw
         out: dict[str, Any] = json.loads(self.extra) if self.extra else {}
         out["conversationId"] = self.conversation_id
         if self.agent_id is not None:
@@ -116,6 +122,8 @@ def parse_record(value: Any) -> Record:
     agent = value.get("agentId")
     if agent is not None and not isinstance(agent, str):
         raise RecordError(f"'agentId' must be a string, got {type(agent).__name__}")
+    if agent is not None and len(value) == 4 and value.keys() == _CONV_KEYS:
+        return Conversation(conv, agent, stamp, host, "", value)  # already canonical: keep it as is
     return Conversation(conv, agent, stamp, host, _extra(value, _CONV_KEYS))
 
 
@@ -146,6 +154,15 @@ def parse_setting(value: Any) -> Setting:
 def order_key(record: Conversation | Tombstone | Setting) -> tuple[Stamp, str, str]:
     """Total order of versions of one key: clock, then host, then content (same on every host)."""
     return (record.stamp, record.host, canonical(record.to_json()))
+
+
+def later(a: Conversation | Tombstone | Setting, b: Conversation | Tombstone | Setting) -> bool:
+    """``order_key(a) >= order_key(b)``, computing content only when clock and host tie."""
+    if a.stamp != b.stamp:
+        return a.stamp > b.stamp
+    if a.host != b.host:
+        return a.host > b.host
+    return a == b or canonical(a.to_json()) >= canonical(b.to_json())
 
 
 # --------------------------------------------------------------------------- sessions

@@ -17,6 +17,7 @@ host lock; a write reads everything, merges its change in, and writes atomically
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -37,7 +38,7 @@ from .records import (
     parse_session,
     parse_setting,
 )
-from .textforms import dumps_canonical
+from .textforms import TEMP_PREFIX, dumps_canonical
 
 CONVERSATIONS = "conversations.json"
 HOSTS = "hosts"
@@ -156,13 +157,15 @@ class Store:
 
     def read(self) -> Snapshot:
         """Merge the view and every host's shard. Takes no lock (all files are replaced atomically)."""
+        return self._read()[0]
+
+    def _read(self) -> tuple[Snapshot, dict[str, Record], dict[str, Setting]]:
+        """The merged snapshot, plus this host's own shard (its conversations and settings)."""
         snap = Snapshot()
         conv_maps: list[dict[str, Record]] = []
         setting_maps: list[dict[str, Setting]] = []
-        view = self._read_json(self.view_path)
-        snap.problems += view.problems
-        for value in view.values:
-            conv_maps.append(self._parse_map(self.view_path, value, parse_record, snap.problems, view.raw, "conversations"))
+        own_convs: dict[str, Record] = {}
+        own_settings: dict[str, Setting] = {}
         for path in self._shard_paths():
             shard = self._read_json(path)
             snap.problems += shard.problems
@@ -175,28 +178,42 @@ class Store:
                 sets = self._parse_map(path, value.get("settings", {}), parse_setting, snap.problems, shard.raw, "settings")
                 conv_maps.append(convs)
                 setting_maps.append(sets)
-                try:
-                    clock = Stamp.decode(value.get("clock", "0:0"))
-                except ValueError:
-                    clock = ZERO
-                written = value.get("written")
-                fmt = value.get("format")
-                snap.shards[path.stem] = ShardInfo(
-                    host=path.stem,
-                    name=str(value.get("name") or path.stem),
-                    clock=clock,
-                    written_ms=written if isinstance(written, int) and not isinstance(written, bool) else 0,
-                    format=fmt if isinstance(fmt, int) and not isinstance(fmt, bool) else 0,
-                    entries=len(convs),
-                )
-        snap.conversations = merge_maps(conv_maps)
+                if path.stem == self.host:
+                    own_convs = merge_maps([own_convs, convs])
+                    own_settings = merge_maps([own_settings, sets])
+                snap.shards[path.stem] = self._shard_info(path.stem, value, len(convs))
+        from_shards = merge_maps(conv_maps)
+        view = self._read_json(self.view_path)
+        snap.problems += view.problems
+        view_maps = []
+        for value in view.values:
+            if isinstance(value, dict):  # the view mostly repeats the shards: parse only what differs
+                value = {k: v for k, v in value.items() if getattr(from_shards.get(k), "raw", None) != v}
+            view_maps.append(self._parse_map(self.view_path, value, parse_record, snap.problems, view.raw, "conversations"))
+        snap.conversations = merge_maps([from_shards, *view_maps])
         snap.settings = merge_maps(setting_maps)
         snap.newest = max(
             max_stamp(snap.conversations.values()),
             max_stamp(snap.settings.values()),
             max((s.clock for s in snap.shards.values()), default=ZERO),
         )
-        return snap
+        return snap, own_convs, own_settings
+
+    @staticmethod
+    def _shard_info(host: str, value: dict, entries: int) -> ShardInfo:
+        try:
+            clock = Stamp.decode(value.get("clock", "0:0"))
+        except ValueError:
+            clock = ZERO
+        written, fmt = value.get("written"), value.get("format")
+        return ShardInfo(
+            host=host,
+            name=str(value.get("name") or host),
+            clock=clock,
+            written_ms=written if isinstance(written, int) and not isinstance(written, bool) else 0,
+            format=fmt if isinstance(fmt, int) and not isinstance(fmt, bool) else 0,
+            entries=entries,
+        )
 
     def conversation(self, session_id: str) -> Conversation | None:
         record = self.read().conversations.get(check_session_id(session_id))
@@ -229,9 +246,14 @@ class Store:
             raise StoreError("this store was opened read-only")
 
     def _write(self, change: Callable[[Stamp], tuple[dict[str, Record], dict[str, Setting]]]) -> Snapshot:
+        """Read everything, merge ``change`` in, write this host's shard and the view (under the lock).
+
+        The shard holds this host's own writes, plus legacy entries it upgraded (so they survive
+        even if the view is replaced); the view holds every live entry of the merged whole.
+        """
         self._writable()
         with self.lock():
-            snap = self.read()
+            snap, own_convs, own_settings = self._read()
             own = snap.shards.get(self.host)
             if own is not None and own.format > SHARD_FORMAT:
                 raise StoreError(
@@ -240,28 +262,27 @@ class Store:
                 )
             stamp = self._next_stamp(snap.newest)
             conv_change, setting_change = change(stamp)
-            snap.conversations = prune_tombstones(
-                merge_maps([snap.conversations, conv_change]), self.now(), self.retention_ms
-            )
+            upgraded = {k: r for k, r in snap.conversations.items() if r.legacy and k not in own_convs}
+            now = self.now()
+            own_convs = prune_tombstones(merge_maps([own_convs, upgraded, conv_change]), now, self.retention_ms)
+            own_settings = merge_maps([own_settings, setting_change])
+            snap.conversations = prune_tombstones(merge_maps([snap.conversations, conv_change]), now, self.retention_ms)
             snap.settings = merge_maps([snap.settings, setting_change])
             snap.newest = max(snap.newest, stamp)
-            self._write_files(snap, stamp)
+            shard = {
+                "format": SHARD_FORMAT,
+                "host": self.host,
+                "name": self.host_name,
+                "clock": stamp.encode(),
+                "written": now,
+                "conversations": {k: r.to_json() for k, r in own_convs.items()},
+                "settings": {k: v.to_json() for k, v in own_settings.items()},
+            }
+            ensure_dir(self.home / HOSTS)
+            atomic_write(self.shard_path(), dumps_canonical(shard, expand=2))
+            snap.shards[self.host] = self._shard_info(self.host, shard, len(own_convs))
+            atomic_write(self.view_path, dumps_canonical({k: r.to_json() for k, r in snap.live.items()}, expand=1))
             return snap
-
-    def _write_files(self, snap: Snapshot, stamp: Stamp) -> None:
-        shard = {
-            "format": SHARD_FORMAT,
-            "host": self.host,
-            "name": self.host_name,
-            "clock": stamp.encode(),
-            "written": self.now(),
-            "conversations": {k: r.to_json() for k, r in snap.conversations.items()},
-            "settings": {k: s.to_json() for k, s in snap.settings.items()},
-        }
-        ensure_dir(self.home / HOSTS)
-        atomic_write(self.shard_path(), dumps_canonical(shard, expand=2))
-        view = {k: r.to_json() for k, r in snap.live.items()}
-        atomic_write(self.view_path, dumps_canonical(view, expand=1))
 
     def put_conversation(self, session_id: str, conversation_id: str, agent_id: str | None) -> Conversation:
         check_session_id(session_id)
@@ -286,8 +307,32 @@ class Store:
         self._write(lambda stamp: ({}, {key: Setting(value, stamp, self.host)}))
 
     def refresh(self) -> Snapshot:
-        """Rewrite this host's shard and the view from everything readable (upgrades legacy entries)."""
-        return self._write(lambda stamp: ({}, {}))
+        """Rewrite this host's shard and the view from everything readable (upgrades legacy entries),
+        and remove temp files that killed writers left behind."""
+        snap = self._write(lambda stamp: ({}, {}))
+        self.sweep_temp()
+        return snap
+
+    def sweep_temp(self, max_age_s: float = 600.0) -> list[Path]:
+        """Delete our atomic-write temp files older than ``max_age_s`` (orphans of killed writers)."""
+        import time
+
+        removed = []
+        horizon = time.time() - max_age_s
+        for directory in (self.home, self.home / HOSTS):
+            try:
+                entries = list(os.scandir(directory))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
+                    try:
+                        if entry.stat(follow_symlinks=False).st_mtime <= horizon:
+                            os.unlink(entry.path)
+                            removed.append(Path(entry.path))
+                    except FileNotFoundError:
+                        pass
+        return removed
 
     # ------------------------------------------------------------------ sessions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .records import canonical
+from .records import _ENCODER, canonical
 
 TEMP_PREFIX = ".subconscious-tmp-"  # atomic-write temp files; every sync kit template ignores them
 
@@ -21,7 +21,7 @@ def dumps_canonical(value: Any, expand: int = 1) -> str:
         if isinstance(v, dict) and v and depth < expand:
             inner = indent + "  "
             items = [
-                f"{inner}{json.dumps(k, ensure_ascii=False)}: {render(v[k], depth + 1, inner)}"
+                f"{inner}{_ENCODER.encode(k)}: {render(v[k], depth + 1, inner)}"
                 for k in sorted(v)
             ]
             return "{\n" + ",\n".join(items) + "\n" + indent + "}"
