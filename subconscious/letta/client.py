@@ -139,12 +139,16 @@ class LettaClient:
     def _request(self, what: str, method: str, path: str, *, timeout: TimeoutArg = None, **kw):
         t = _timeout(timeout, self._default_timeout)
         started = time.monotonic()
+        failure: LettaError | None = None
         try:
             resp = self._http.request(method, path, timeout=t, **kw)
         except httpx.HTTPError as e:
             log.debug("%s %s failed after %.0f ms: %s", method, path, (time.monotonic() - started) * 1000,
                       type(e).__name__)
-            raise self._transport_error(what, e, t) from None
+            failure = self._transport_error(what, e, t)
+        if failure is not None:
+            # raised outside the except block: no __context__ chain to the httpx error and its request headers
+            raise failure
         log.debug("%s %s -> %d in %.0f ms", method, path, resp.status_code, (time.monotonic() - started) * 1000)
         if resp.status_code >= 400:
             raise self._http_error(what, resp)
@@ -178,7 +182,14 @@ class LettaClient:
         body: dict = {"model": model}
         if context_window_limit is not None:
             body["context_window_limit"] = int(context_window_limit)
-        return self.update_agent(agent_id, body, timeout=timeout)
+        try:
+            return self.update_agent(agent_id, body, timeout=timeout)
+        except LettaNotFoundError as e:
+            if "handle" not in e.detail.lower():
+                raise
+            raise LettaNotFoundError(f"setting the model of agent {agent_id}: HTTP 404",
+                                     f"model {model!r} is not offered by {self._where()}; pick a handle from "
+                                     "its model list (LETTA_MODEL)", status=404, detail=e.detail) from None
 
     def import_agent_file(self, content: bytes, *, filename: str = "Subconscious.af", model: str | None = None,
                           name: str | None = None, append_copy_suffix: bool = False,
@@ -266,6 +277,7 @@ class LettaClient:
         t = _timeout(timeout, httpx.Timeout(60.0, connect=5.0))
         deadline = time.monotonic() + total_timeout if total_timeout else None
         started = time.monotonic()
+        failure: LettaError | None = None
         try:
             with self._http.stream("POST", path, json=body, timeout=t,
                                    headers={"Accept": "text/event-stream"}) as resp:
@@ -286,9 +298,11 @@ class LettaClient:
                         raise LettaTimeoutError(f"{what} took longer than {total_timeout:g} s",
                                                 "the agent run continues on the server; read the conversation later")
         except httpx.HTTPError as e:
-            raise self._transport_error(what, e, t) from None
+            failure = self._transport_error(what, e, t)
         finally:
             log.debug("POST %s (stream) closed after %.0f ms", path, (time.monotonic() - started) * 1000)
+        if failure is not None:
+            raise failure  # outside the except block: no chain to the httpx error (see _request)
 
     def send_message_streaming(self, conversation_id: str, messages: MessagesArg, *,
                                client_tools: Iterable[ClientTool | Mapping] | None = None,
