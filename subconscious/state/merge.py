@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping, TypeVar
 
 from .clock import Stamp
-from .records import SessionState, later
+from .records import SessionState, later, raw_later, raw_stamp
 
 V = TypeVar("V")
 
@@ -31,6 +31,28 @@ def merge_maps(maps: Iterable[Mapping[str, V]]) -> dict[str, V]:
             elif have is not record:
                 out[key] = newest(have, record)
     return out
+
+
+def merge_raw(maps: Iterable[Mapping[str, dict]]) -> dict[str, dict]:
+    """:func:`merge_maps` over normalized JSON values (see ``records.normalize_record``).
+
+    The store's hot path: copies of a home mostly agree, so equal versions are recognised by a C-level
+    dict comparison and only versions that differ are ordered.
+    """
+    out: dict[str, dict] = {}
+    for m in maps:
+        for key, value in m.items():
+            have = out.get(key)
+            if have is None:
+                out[key] = value
+            elif have is not value and have != value and not raw_later(have, value):
+                out[key] = value
+    return out
+
+
+def prune_raw_tombstones(values: Mapping[str, dict], now_ms: int, retention_ms: int) -> dict[str, dict]:
+    horizon = now_ms - retention_ms
+    return {k: v for k, v in values.items() if not (v.get("deleted") is True and raw_stamp(v).wall < horizon)}
 
 
 def prune_tombstones(records: Mapping[str, V], now_ms: int, retention_ms: int) -> dict[str, V]:

@@ -14,6 +14,7 @@ JSON forms (camelCase keys as upstream's TypeScript plugin writes them):
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -125,6 +126,46 @@ def parse_record(value: Any) -> Record:
     if agent is not None and len(value) == 4 and value.keys() == _CONV_KEYS:
         return Conversation(conv, agent, stamp, host, "", value)  # already canonical: keep it as is
     return Conversation(conv, agent, stamp, host, _extra(value, _CONV_KEYS))
+
+
+_HLC_RE = re.compile(r"[0-9]{1,16}:[0-9]{1,9}")
+
+
+def normalize_record(value: Any) -> dict[str, Any]:
+    """Validate one stored version and return its canonical JSON form (what :meth:`to_json` gives).
+
+    The common shape (written by us) is checked in place without building a record; anything else
+    (legacy strings, upstream objects, unknown fields) goes through :func:`parse_record`. Raises
+    :class:`RecordError` for values that are not ours.
+    """
+    if (
+        type(value) is dict
+        and len(value) == 4
+        and type(value.get("conversationId")) is str
+        and value["conversationId"]
+        and type(value.get("agentId")) is str
+        and type(value.get("host")) is str
+        and type(value.get("hlc")) is str
+        and _HLC_RE.fullmatch(value["hlc"])
+    ):
+        return value
+    return parse_record(value).to_json()
+
+
+def raw_stamp(value: Mapping[str, Any]) -> Stamp:
+    """The stamp of a normalized value."""
+    wall, _, count = value["hlc"].partition(":")
+    return Stamp(int(wall), int(count))
+
+
+def raw_later(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """:func:`later` for normalized values, without building records."""
+    sa, sb = raw_stamp(a), raw_stamp(b)
+    if sa != sb:
+        return sa > sb
+    if a["host"] != b["host"]:
+        return a["host"] > b["host"]
+    return canonical(a) >= canonical(b)
 
 
 # --------------------------------------------------------------------------- settings

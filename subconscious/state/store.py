@@ -19,14 +19,22 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from .clock import ZERO, Stamp, tick, wall_ms
 from .files import Problem, atomic_write, ensure_dir, read_json, set_aside
 from .ids import check_session_id, is_host_id, is_session_id
 from .locks import DEFAULT_TIMEOUT, host_lock
-from .merge import max_stamp, merge_maps, merge_session_versions, merge_sessions, prune_tombstones
+from .merge import (
+    max_stamp,
+    merge_maps,
+    merge_raw,
+    merge_session_versions,
+    merge_sessions,
+    prune_raw_tombstones,
+)
 from .records import (
     Conversation,
     Record,
@@ -34,9 +42,11 @@ from .records import (
     SessionState,
     Setting,
     Tombstone,
+    normalize_record,
     parse_record,
     parse_session,
     parse_setting,
+    raw_stamp,
 )
 from .textforms import TEMP_PREFIX, dumps_canonical
 
@@ -64,17 +74,29 @@ class ShardInfo:
 
 @dataclass
 class Snapshot:
-    """Everything the directory says, merged: what a reader sees."""
+    """Everything the directory says, merged: what a reader sees.
 
-    conversations: dict[str, Record] = field(default_factory=dict)
+    ``raw`` holds each session's winning version in its canonical JSON form; records are built
+    from it only when asked for (a home can hold thousands of sessions, a hook needs one).
+    """
+
+    raw: dict[str, dict] = field(default_factory=dict)
     settings: dict[str, Setting] = field(default_factory=dict)
     shards: dict[str, ShardInfo] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     newest: Stamp = ZERO
 
-    @property
+    @cached_property
+    def conversations(self) -> dict[str, Record]:
+        return {k: parse_record(v) for k, v in self.raw.items()}
+
+    @cached_property
     def live(self) -> dict[str, Conversation]:
         return {k: r for k, r in self.conversations.items() if isinstance(r, Conversation)}
+
+    def get(self, session_id: str) -> Conversation | None:
+        value = self.raw.get(session_id)
+        return None if value is None or value.get("deleted") is True else parse_record(value)  # type: ignore[return-value]
 
 
 def session_file_name(session_id: str) -> str:
@@ -159,12 +181,12 @@ class Store:
         """Merge the view and every host's shard. Takes no lock (all files are replaced atomically)."""
         return self._read()[0]
 
-    def _read(self) -> tuple[Snapshot, dict[str, Record], dict[str, Setting]]:
+    def _read(self) -> tuple[Snapshot, dict[str, dict], dict[str, Setting]]:
         """The merged snapshot, plus this host's own shard (its conversations and settings)."""
         snap = Snapshot()
-        conv_maps: list[dict[str, Record]] = []
+        conv_maps: list[dict[str, dict]] = []
         setting_maps: list[dict[str, Setting]] = []
-        own_convs: dict[str, Record] = {}
+        own_convs: dict[str, dict] = {}
         own_settings: dict[str, Setting] = {}
         for path in self._shard_paths():
             shard = self._read_json(path)
@@ -174,26 +196,26 @@ class Store:
                     kept = self._aside(path, shard.raw, "wrong-type")
                     snap.problems.append(Problem("wrong-type", str(path), "a shard must be a JSON object", kept))
                     continue
-                convs = self._parse_map(path, value.get("conversations", {}), parse_record, snap.problems, shard.raw, "conversations")
+                convs = self._parse_map(path, value.get("conversations", {}), normalize_record, snap.problems, shard.raw, "conversations")
                 sets = self._parse_map(path, value.get("settings", {}), parse_setting, snap.problems, shard.raw, "settings")
                 conv_maps.append(convs)
                 setting_maps.append(sets)
                 if path.stem == self.host:
-                    own_convs = merge_maps([own_convs, convs])
+                    own_convs = merge_raw([own_convs, convs])
                     own_settings = merge_maps([own_settings, sets])
                 snap.shards[path.stem] = self._shard_info(path.stem, value, len(convs))
-        from_shards = merge_maps(conv_maps)
+        from_shards = merge_raw(conv_maps)
         view = self._read_json(self.view_path)
         snap.problems += view.problems
         view_maps = []
         for value in view.values:
-            if isinstance(value, dict):  # the view mostly repeats the shards: parse only what differs
-                value = {k: v for k, v in value.items() if getattr(from_shards.get(k), "raw", None) != v}
-            view_maps.append(self._parse_map(self.view_path, value, parse_record, snap.problems, view.raw, "conversations"))
-        snap.conversations = merge_maps([from_shards, *view_maps])
+            if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
+                value = {k: v for k, v in value.items() if from_shards.get(k) != v}
+            view_maps.append(self._parse_map(self.view_path, value, normalize_record, snap.problems, view.raw, "conversations"))
+        snap.raw = merge_raw([from_shards, *view_maps])
         snap.settings = merge_maps(setting_maps)
         snap.newest = max(
-            max_stamp(snap.conversations.values()),
+            max(map(raw_stamp, snap.raw.values()), default=ZERO),
             max_stamp(snap.settings.values()),
             max((s.clock for s in snap.shards.values()), default=ZERO),
         )
@@ -216,8 +238,7 @@ class Store:
         )
 
     def conversation(self, session_id: str) -> Conversation | None:
-        record = self.read().conversations.get(check_session_id(session_id))
-        return record if isinstance(record, Conversation) else None
+        return self.read().get(check_session_id(session_id))
 
     def setting(self, key: str, default: Any = None) -> Any:
         record = self.read().settings.get(key)
@@ -262,26 +283,28 @@ class Store:
                 )
             stamp = self._next_stamp(snap.newest)
             conv_change, setting_change = change(stamp)
-            upgraded = {k: r for k, r in snap.conversations.items() if r.legacy and k not in own_convs}
+            raw_change = {k: r.to_json() for k, r in conv_change.items()}
+            upgraded = {k: v for k, v in snap.raw.items() if v["hlc"] == "0:0" and k not in own_convs}
             now = self.now()
-            own_convs = prune_tombstones(merge_maps([own_convs, upgraded, conv_change]), now, self.retention_ms)
+            own_convs = prune_raw_tombstones(merge_raw([own_convs, upgraded, raw_change]), now, self.retention_ms)
             own_settings = merge_maps([own_settings, setting_change])
-            snap.conversations = prune_tombstones(merge_maps([snap.conversations, conv_change]), now, self.retention_ms)
-            snap.settings = merge_maps([snap.settings, setting_change])
-            snap.newest = max(snap.newest, stamp)
+            merged = prune_raw_tombstones(merge_raw([snap.raw, raw_change]), now, self.retention_ms)
+            snap = Snapshot(merged, merge_maps([snap.settings, setting_change]), snap.shards, snap.problems,
+                            max(snap.newest, stamp))
             shard = {
                 "format": SHARD_FORMAT,
                 "host": self.host,
                 "name": self.host_name,
                 "clock": stamp.encode(),
                 "written": now,
-                "conversations": {k: r.to_json() for k, r in own_convs.items()},
+                "conversations": own_convs,
                 "settings": {k: v.to_json() for k, v in own_settings.items()},
             }
             ensure_dir(self.home / HOSTS)
             atomic_write(self.shard_path(), dumps_canonical(shard, expand=2))
             snap.shards[self.host] = self._shard_info(self.host, shard, len(own_convs))
-            atomic_write(self.view_path, dumps_canonical({k: r.to_json() for k, r in snap.live.items()}, expand=1))
+            live = {k: v for k, v in merged.items() if v.get("deleted") is not True}
+            atomic_write(self.view_path, dumps_canonical(live, expand=1))
             return snap
 
     def put_conversation(self, session_id: str, conversation_id: str, agent_id: str | None) -> Conversation:
@@ -399,6 +422,3 @@ def open_store(home: Path, host: str, local_root: Path, **kw: Any) -> Store:
     return Store(home, host, Path(local_root) / "locks", Path(local_root) / "clocks", **kw)
 
 
-def as_mapping(snapshot: Snapshot) -> Mapping[str, tuple[str, str | None]]:
-    """session → (conversation, agent) for the live entries: the view a user or upstream sees."""
-    return {k: (c.conversation_id, c.agent_id) for k, c in snapshot.live.items()}

@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
-import json
+from json.encoder import encode_basestring as _s  # C; keeps non-ASCII as is (ensure_ascii=False)
 from typing import Any
 
-from .records import _ENCODER, canonical
+from .records import canonical
+
+_ENTRY_KEYS = frozenset(("agentId", "conversationId", "hlc", "host"))
+
+
+def _leaf(v: Any) -> str:
+    """Compact canonical JSON of one value, with a fast path for the two entry shapes we write most
+    (``encode_basestring`` raises TypeError for a non-string, which sends it down the general path)."""
+    if type(v) is dict:
+        try:
+            if len(v) == 4 and v.keys() == _ENTRY_KEYS:
+                return f'{{"agentId":{_s(v["agentId"])},"conversationId":{_s(v["conversationId"])},"hlc":{_s(v["hlc"])},"host":{_s(v["host"])}}}'
+            if len(v) == 3 and v.get("deleted") is True:
+                return f'{{"deleted":true,"hlc":{_s(v["hlc"])},"host":{_s(v["host"])}}}'
+        except (TypeError, KeyError):
+            pass
+    return canonical(v)
 
 TEMP_PREFIX = ".subconscious-tmp-"  # atomic-write temp files; every sync kit template ignores them
 
@@ -21,11 +37,11 @@ def dumps_canonical(value: Any, expand: int = 1) -> str:
         if isinstance(v, dict) and v and depth < expand:
             inner = indent + "  "
             items = [
-                f"{inner}{_ENCODER.encode(k)}: {render(v[k], depth + 1, inner)}"
+                f"{inner}{_s(k)}: {render(v[k], depth + 1, inner)}"
                 for k in sorted(v)
             ]
             return "{\n" + ",\n".join(items) + "\n" + indent + "}"
-        return canonical(v)
+        return _leaf(v)
 
     return render(value, 0, "") + "\n"
 

@@ -82,3 +82,12 @@ def test_session_cursor_never_moves_back(versions):
     newest = max(versions, key=lambda v: v.group_key())
     assert merged.conversation_id == newest.conversation_id
     assert merged.last_seen_message_id == newest.last_seen_message_id
+
+
+@given(st.lists(record_maps, min_size=1, max_size=5))
+def test_the_stores_raw_merge_agrees_with_the_record_merge(copies):
+    from subconscious.state.merge import merge_raw
+    from subconscious.state.records import normalize_record, parse_record
+
+    raw = merge_raw([{k: normalize_record(r.to_json()) for k, r in c.items()} for c in copies])
+    assert {k: parse_record(v) for k, v in raw.items()} == merge_maps(copies)

@@ -57,3 +57,11 @@ def test_both_sides_of_a_git_conflict_are_recovered(ours, theirs, diff3):
 def test_text_without_markers_is_one_side():
     assert split_conflict_sides('{"a": 1}\n') == ['{"a": 1}\n']
     assert not has_conflict_markers('{"a": "<<<<<<< not a marker"}')
+
+
+@given(st.dictionaries(st.sampled_from(["agentId", "conversationId", "hlc", "host", "deleted"]),
+                       st.one_of(st.text(max_size=4), st.booleans(), st.none(), st.integers()), min_size=3, max_size=4))
+def test_the_fast_entry_rendering_is_exactly_canonical_json(entry):
+    from subconscious.state.records import canonical
+
+    assert dumps_canonical({"k": entry}, expand=1) == '{\n  "k": ' + canonical(entry) + "\n}\n"

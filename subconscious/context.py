@@ -1,0 +1,297 @@
+"""What the subconscious injects into Claude Code. Pure functions, no I/O, no Letta client.
+
+Inputs are plain data: agent messages (``id``, ``date``, ``content``) as the Letta API returns
+them, newest first, and memory blocks (``label``, ``value``, optional ``description``). Dicts
+work too: :func:`as_message` / :func:`as_block` convert.
+
+- whisper mode: new agent messages as ``<letta_message from=... timestamp=...>``, with an
+  instruction to acknowledge them briefly;
+- full mode: the same, plus ``<letta_context>`` + ``<letta_memory_blocks>`` on the first prompt
+  of a session and ``<letta_memory_update>`` (``- old`` / ``+ new`` lines) when blocks change;
+- PreToolUse: the new part wrapped in ``<letta_update>``, as the hook's JSON
+  ``hookSpecificOutput.additionalContext``; nothing at all when nothing is new.
+
+All text from the agent or the user is XML-escaped, so the injected text is well-formed XML.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = [
+    "AgentMessage", "Block", "Injection", "as_message", "as_block", "new_messages",
+    "format_messages", "block_diff", "changed_blocks", "format_memory_update",
+    "format_full_context", "prompt_injection", "pre_tool_injection", "pre_tool_output",
+    "escape", "escape_attr", "tag_name",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentMessage:
+    id: str
+    date: str | None
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    label: str
+    value: str
+    description: str = ""
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
+        return "\n".join(str(p.get("text", "")) for p in content
+                         if isinstance(p, dict) and p.get("type", "text") == "text")
+    return ""
+
+
+def as_message(m: AgentMessage | Mapping[str, Any]) -> AgentMessage:
+    if isinstance(m, AgentMessage):
+        return m
+    content = m.get("content")
+    if content is None:
+        content = m.get("text")
+    return AgentMessage(str(m.get("id", "")), m.get("date"), _text_of(content))
+
+
+def as_block(b: Block | Mapping[str, Any]) -> Block:
+    if isinstance(b, Block):
+        return b
+    return Block(str(b.get("label", "")), str(b.get("value") or ""), str(b.get("description") or ""))
+
+
+# --------------------------------------------------------------------------- escaping
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def escape(text: str) -> str:
+    """Escape ``& < >``, drop characters XML cannot hold (NUL, ANSI escapes, lone surrogates) and
+    turn carriage returns into newlines."""
+    text = _NOT_XML.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escape_attr(text: str) -> str:
+    return (escape(text).replace('"', "&quot;").replace("'", "&apos;")
+            .replace("\r", " ").replace("\n", " ").replace("\t", " "))
+
+
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def tag_name(label: str) -> str:
+    """A block label as an XML tag name (``core_directives`` stays as it is)."""
+    name = _NAME_BAD.sub("_", label) or "block"
+    if not (name[0].isalpha() or name[0] == "_") or name.lower().startswith("xml"):
+        name = "_" + name
+    return name
+
+
+# --------------------------------------------------------------------------- messages
+
+def new_messages(messages_newest_first: Iterable[AgentMessage | Mapping[str, Any]],
+                 last_seen_id: str | None) -> tuple[list[AgentMessage], str | None]:
+    """The agent's messages newer than ``last_seen_id``, oldest first, and the id to remember.
+
+    Input is what the conversation messages API returns, newest first. Dicts with a
+    ``message_type`` other than ``assistant_message`` are dropped. If ``last_seen_id`` is not
+    among them (first call, or it scrolled out of the fetched window), all are new. Messages
+    with no text are not shown but still count as seen.
+    """
+    items = []
+    for m in messages_newest_first:
+        if isinstance(m, Mapping) and m.get("message_type", "assistant_message") != "assistant_message":
+            continue
+        items.append(as_message(m))
+    if not items:
+        return [], last_seen_id
+    end = len(items)
+    if last_seen_id is not None:
+        for i, m in enumerate(items):
+            if m.id == last_seen_id:
+                end = i
+                break
+    fresh = [m for m in reversed(items[:end]) if m.content.strip()]
+    return fresh, items[0].id
+
+
+WHISPER_INSTRUCTION = (
+    "The notes above come from your subconscious: a background agent that reads this session and "
+    "remembers earlier ones. Use what helps. In your next reply, acknowledge them to the user in one "
+    'short line starting with "Sub notes:", then carry on with the task.')
+
+
+def format_messages(agent_name: str, messages: Sequence[AgentMessage], *, instruction: bool = True) -> str | None:
+    """``<letta_message>`` elements (oldest first) plus the instruction; None if no messages."""
+    if not messages:
+        return None
+    parts = ['<letta_message from="%s" timestamp="%s">\n%s\n</letta_message>'
+             % (escape_attr(agent_name), escape_attr(m.date or "unknown"), escape(m.content))
+             for m in messages]
+    if instruction:
+        parts.append("<instruction>%s</instruction>" % escape(WHISPER_INSTRUCTION))
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- blocks
+
+def _lines(value: str) -> list[str]:
+    return [s for s in (line.strip() for line in value.split("\n")) if s]
+
+
+def block_diff(old: str, new: str) -> tuple[list[str], list[str]]:
+    """``(removed, added)``: trimmed, non-empty lines only in ``old`` / only in ``new``, each in
+    its own text's order (duplicates kept)."""
+    old_lines, new_lines = _lines(old), _lines(new)
+    old_set, new_set = set(old_lines), set(new_lines)
+    return [s for s in old_lines if s not in new_set], [s for s in new_lines if s not in old_set]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockChange:
+    label: str
+    status: str               # "new" | "modified" | "removed"
+    value: str = ""           # full value for new blocks / whitespace-only changes
+    removed: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+
+
+def changed_blocks(blocks: Sequence[Block], last_values: Mapping[str, str] | None) -> list[BlockChange]:
+    """How ``blocks`` differ from the values last shown (``None``: nothing shown yet -> no changes)."""
+    if last_values is None:
+        return []
+    out: list[BlockChange] = []
+    labels = set()
+    for b in blocks:
+        labels.add(b.label)
+        old = last_values.get(b.label)
+        if old is None:
+            out.append(BlockChange(b.label, "new", value=b.value))
+        elif old != b.value:
+            removed, added = block_diff(old, b.value)
+            if removed or added:
+                out.append(BlockChange(b.label, "modified", removed=tuple(removed), added=tuple(added)))
+            else:
+                out.append(BlockChange(b.label, "modified", value=b.value))
+    for label in last_values:
+        if label not in labels:
+            out.append(BlockChange(label, "removed"))
+    return out
+
+
+def _render_change(c: BlockChange) -> str:
+    tag = tag_name(c.label)
+    if c.status == "removed":
+        return '<%s status="removed"/>' % tag
+    if c.removed or c.added:
+        body = "\n".join(["- " + escape(s) for s in c.removed] + ["+ " + escape(s) for s in c.added])
+    else:
+        body = escape(c.value)
+    return '<%s status="%s">\n%s\n</%s>' % (tag, c.status, body, tag)
+
+
+def format_memory_update(changes: Sequence[BlockChange]) -> str | None:
+    if not changes:
+        return None
+    return ("<letta_memory_update>\n<!-- memory blocks changed since they were last shown (diff) -->\n%s\n"
+            "</letta_memory_update>" % "\n".join(_render_change(c) for c in changes))
+
+
+def format_full_context(agent_name: str, blocks: Sequence[Block], *, agent_description: str = "",
+                        conversation_url: str | None = None) -> str:
+    """``<letta_context>`` + ``<letta_memory_blocks>``: shown on a session's first prompt in full mode."""
+    about = [
+        'Subconscious layer: a Letta agent named "%s" runs alongside this session.' % escape(agent_name),
+        "Description: %s" % escape(agent_description or "none given"),
+    ]
+    if conversation_url:
+        about.append("Conversation: %s" % escape(conversation_url))
+    about.append("It keeps memory across sessions (and across the user's machines), reads this session as "
+                 "it happens, and sends notes as letta_message elements before prompts and tool calls. "
+                 "Anything you write here reaches it; it may answer on a later turn. Its memory blocks "
+                 "follow; use them as background knowledge.")
+    if blocks:
+        body = "\n".join('<%s description="%s">\n%s\n</%s>'
+                         % (tag_name(b.label), escape_attr(b.description), escape(b.value), tag_name(b.label))
+                         for b in blocks)
+    else:
+        body = "<!-- no memory blocks -->"
+    return ("<letta_context>\n%s\n</letta_context>\n<letta_memory_blocks>\n%s\n</letta_memory_blocks>"
+            % ("\n".join(about), body))
+
+
+# --------------------------------------------------------------------------- per hook
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    """What a hook prints (``text``; None = print nothing) and the state to save after printing:
+    ``last_seen_id`` and ``block_values`` (the new ``last_block_values``; whisper and off mode
+    hand back the old ones unchanged)."""
+
+    text: str | None
+    last_seen_id: str | None
+    block_values: dict[str, str] | None = field(default=None)
+
+
+def _copy(values: Mapping[str, str] | None) -> dict[str, str] | None:
+    return dict(values) if values is not None else None
+
+
+def prompt_injection(mode: str, agent_name: str, messages_newest_first: Iterable[Any],
+                     last_seen_id: str | None, blocks: Sequence[Any] = (),
+                     last_block_values: Mapping[str, str] | None = None, *,
+                     agent_description: str = "", conversation_url: str | None = None) -> Injection:
+    """UserPromptSubmit stdout for ``mode`` (``whisper`` | ``full`` | ``off``).
+
+    Full mode shows the context and all blocks when ``last_block_values`` is None (first prompt
+    of the session), afterwards only what changed.
+    """
+    if mode not in ("whisper", "full"):
+        return Injection(None, last_seen_id, _copy(last_block_values))
+    fresh, seen = new_messages(messages_newest_first, last_seen_id)
+    parts = [format_messages(agent_name, fresh)]
+    values = _copy(last_block_values)
+    if mode == "full":
+        bl = [as_block(b) for b in blocks]
+        if last_block_values is None:
+            parts.insert(0, format_full_context(agent_name, bl, agent_description=agent_description,
+                                                conversation_url=conversation_url))
+        else:
+            parts.append(format_memory_update(changed_blocks(bl, last_block_values)))
+        values = {b.label: b.value for b in bl}
+    text = "\n\n".join(p for p in parts if p)
+    return Injection(text or None, seen, values)
+
+
+def pre_tool_output(text: str) -> str:
+    """The PreToolUse hook's stdout JSON carrying ``text`` to the model, in ``<letta_update>``."""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                                              "additionalContext": "<letta_update>\n%s\n</letta_update>" % text}})
+
+
+def pre_tool_injection(mode: str, agent_name: str, messages_newest_first: Iterable[Any],
+                       last_seen_id: str | None, blocks: Sequence[Any] = (),
+                       last_block_values: Mapping[str, str] | None = None) -> Injection:
+    """PreToolUse stdout: new messages (full mode: also block changes) as JSON; None if nothing new.
+
+    Before the first prompt has shown the blocks (``last_block_values`` None) no block is shown here.
+    """
+    if mode not in ("whisper", "full"):
+        return Injection(None, last_seen_id, _copy(last_block_values))
+    fresh, seen = new_messages(messages_newest_first, last_seen_id)
+    parts = [format_messages(agent_name, fresh)]
+    values = _copy(last_block_values)
+    if mode == "full" and last_block_values is not None:
+        bl = [as_block(b) for b in blocks]
+        parts.append(format_memory_update(changed_blocks(bl, last_block_values)))
+        values = {b.label: b.value for b in bl}
+    text = "\n\n".join(p for p in parts if p)
+    return Injection(pre_tool_output(text) if text else None, seen, values)

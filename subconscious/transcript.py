@@ -1,0 +1,428 @@
+"""Claude Code transcripts -> what the subconscious agent reads. Pure functions, no I/O.
+
+A transcript is the JSONL file Claude Code writes at ``transcript_path`` (2.1.x: one line per
+user prompt, per tool result and per assistant content block; plus attachment, system and
+bookkeeping lines). :func:`parse_line` turns one line into typed entries, :func:`build_update`
+turns the lines after a cursor into the ``<claude_code_session_update>`` message.
+
+The cursor
+    ``lines`` is the list of *complete* lines of the file, in order (:func:`complete_lines`
+    drops an unterminated last line that Claude Code may still be writing). Blank and
+    unparseable lines count as lines. The cursor is the index of the last line already
+    processed; ``-1`` means none (a new session). :func:`build_update` reads
+    ``lines[cursor + 1:]`` and returns the new cursor, normally ``len(lines) - 1``. This is
+    upstream's ``lastProcessedIndex`` for any file without blank or broken lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Sequence, Union
+
+__all__ = [
+    "UserText", "AssistantText", "Thinking", "ToolUse", "ToolResult", "Summary", "Entry",
+    "ParsedLine", "Message", "Update", "complete_lines", "parse_line", "tool_summary",
+    "format_entries", "build_update", "session_update", "session_start_message",
+    "xml_escape", "cut", "redact", "find_secrets",
+    "RESULT_CUT", "THINKING_CUT", "COMMAND_CUT", "INPUT_JSON_CUT", "REDACTED",
+]
+
+RESULT_CUT = 1500      # tool results / errors
+THINKING_CUT = 500     # thinking blocks
+COMMAND_CUT = 100      # Bash command in a tool-call summary
+INPUT_JSON_CUT = 100   # JSON input of other tools
+TRUNCATED = "... [truncated]"
+
+
+# --------------------------------------------------------------------------- entries
+
+@dataclass(frozen=True, slots=True)
+class UserText:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantText:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    id: str
+    name: str
+    input: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    tool_use_id: str
+    content: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    text: str
+
+
+Entry = Union[UserText, AssistantText, Thinking, ToolUse, ToolResult, Summary]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedLine:
+    """``status``: ``entries`` (has content), ``skipped`` (a line kind we ignore), ``blank``,
+    or ``invalid`` (not a JSON object; ``error`` says why)."""
+
+    status: Literal["entries", "skipped", "blank", "invalid"]
+    entries: tuple[Entry, ...] = ()
+    error: str = ""
+
+
+def complete_lines(text: str) -> list[str]:
+    """The newline-terminated lines of ``text``; an unterminated tail is left for next time."""
+    parts = text.split("\n")
+    return parts[:-1]  # the last piece is "" for a terminated file, else an incomplete line
+
+
+def _blocks_text(content: Any) -> str:
+    """Text of a tool_result's content: a string, or a list of text/image blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text":
+                parts.append(str(b.get("text", "")))
+            elif isinstance(b, dict) and b.get("type") == "image":
+                parts.append("[image]")
+            elif isinstance(b, str):
+                parts.append(b)
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
+
+
+def parse_line(line: str) -> ParsedLine:
+    """One transcript line -> entries. Never raises."""
+    if not line.strip():
+        return ParsedLine("blank")
+    try:
+        obj = json.loads(line)
+    except ValueError as e:
+        return ParsedLine("invalid", error="not JSON: %s" % e)
+    if not isinstance(obj, dict):
+        return ParsedLine("invalid", error="not a JSON object")
+    kind = obj.get("type")
+    if kind == "summary":  # written by older versions after compaction
+        s = obj.get("summary")
+        return ParsedLine("entries", (Summary(str(s)),)) if s else ParsedLine("skipped")
+    if kind not in ("user", "assistant") or obj.get("isMeta"):
+        return ParsedLine("skipped")  # attachment, system, file-history-snapshot, bookkeeping, meta
+    msg = obj.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else obj.get("content")
+    entries: list[Entry] = []
+    if kind == "user":
+        if isinstance(content, str):
+            entries.append(Summary(content) if obj.get("isCompactSummary") else UserText(content))
+        elif isinstance(content, list):
+            texts = []
+            for b in content:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "text" and b.get("text"):
+                    texts.append(str(b["text"]))
+                elif b.get("type") == "image":
+                    texts.append("[image]")
+                elif b.get("type") == "tool_result":
+                    entries.append(ToolResult(str(b.get("tool_use_id", "")), _blocks_text(b.get("content")),
+                                              bool(b.get("is_error"))))
+            if texts:
+                text = "\n".join(texts)
+                entries.insert(0, Summary(text) if obj.get("isCompactSummary") else UserText(text))
+    else:
+        if isinstance(content, str) and content:
+            entries.append(AssistantText(content))
+        elif isinstance(content, list):
+            for b in content:
+                if not isinstance(b, dict):
+                    continue
+                t = b.get("type")
+                if t == "text" and b.get("text"):
+                    entries.append(AssistantText(str(b["text"])))
+                elif t == "thinking" and b.get("thinking"):
+                    entries.append(Thinking(str(b["thinking"])))
+                elif t == "tool_use" and b.get("name"):
+                    entries.append(ToolUse(str(b.get("id", "")), str(b["name"]), b.get("input")))
+    return ParsedLine("entries", tuple(entries)) if entries else ParsedLine("skipped")
+
+
+# --------------------------------------------------------------------------- formatting
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["user", "claude_code", "system"]
+    text: str
+
+
+def cut(text: str, limit: int) -> str:
+    """Upstream's truncation: the first ``limit`` characters, then ``... [truncated]``."""
+    return text if len(text) <= limit else text[:limit] + TRUNCATED
+
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_escape(text: str) -> str:
+    """Escape ``& < >``, drop characters XML cannot hold (NUL, ANSI escapes, lone surrogates) and
+    turn carriage returns into newlines (XML parsers would fold them anyway)."""
+    text = _NOT_XML.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_SUMMARY_FIELD = {"Read": "file_path", "Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
+                  "NotebookEdit": "notebook_path", "Glob": "pattern", "Grep": "pattern",
+                  "WebFetch": "url", "WebSearch": "query", "Task": "description", "Agent": "description"}
+
+
+def tool_summary(name: str, tool_input: Any) -> str:
+    """The ``summary`` in ``[Tool: Name] summary``."""
+    if isinstance(tool_input, dict):
+        if name == "Bash" and isinstance(tool_input.get("command"), str) and tool_input["command"]:
+            return cut(tool_input["command"], COMMAND_CUT)
+        key = _SUMMARY_FIELD.get(name)
+        if key and isinstance(tool_input.get(key), str) and tool_input[key]:
+            return tool_input[key]
+    if tool_input is None:
+        return ""
+    return cut(json.dumps(tool_input, ensure_ascii=False, separators=(",", ":")), INPUT_JSON_CUT)
+
+
+def _clean(text: str, limit: int | None, secrets: bool) -> str:
+    if limit is not None and len(text) > limit + 8192:
+        text = text[:limit + 8192]  # bound the redaction work; the secret-safe cut comes after
+    if secrets:
+        text = redact(text)
+    return cut(text, limit) if limit is not None else text
+
+
+def format_entries(entries: Sequence[Entry], tool_names: Mapping[str, str],
+                   redact_secrets: bool = True) -> list[Message]:
+    """Entries -> transcript messages (not yet XML-escaped). ``tool_names`` maps tool_use ids
+    to tool names so each result is labelled with the tool that produced it."""
+    out: list[Message] = []
+    for e in entries:
+        if isinstance(e, UserText):
+            out.append(Message("user", _clean(e.text, None, redact_secrets)))
+        elif isinstance(e, AssistantText):
+            out.append(Message("claude_code", _clean(e.text, None, redact_secrets)))
+        elif isinstance(e, Thinking):
+            out.append(Message("claude_code", "[Thinking]: " + _clean(e.text, THINKING_CUT, redact_secrets)))
+        elif isinstance(e, ToolUse):
+            summary = _clean(tool_summary(e.name, e.input), None, redact_secrets)
+            out.append(Message("claude_code", ("[Tool: %s] %s" % (e.name, summary)).rstrip()))
+        elif isinstance(e, ToolResult):
+            label = "Tool Error" if e.is_error else "Tool Result"
+            name = tool_names.get(e.tool_use_id, "unknown")
+            out.append(Message("system", "[%s: %s]\n%s" % (label, name, _clean(e.content, RESULT_CUT, redact_secrets))))
+        elif isinstance(e, Summary):
+            out.append(Message("system", "[Session Summary]: " + _clean(e.text, None, redact_secrets)))
+    return out
+
+
+UPDATE_INSTRUCTIONS = """\
+This is what just happened in the Claude Code session above. Update your memory with anything \
+worth keeping across sessions and machines: the user's preferences, decisions, project facts, \
+open threads, mistakes not to repeat. If Claude Code should know something now, write it as a \
+short note addressed to Claude Code; it is shown to Claude before the next prompt or tool call. \
+Say nothing if there is nothing useful to add."""
+
+
+def render_update(session_id: str, messages: Sequence[Message]) -> str:
+    body = "\n".join('<message role="%s">\n%s\n</message>' % (m.role, xml_escape(m.text)) for m in messages)
+    return ("<claude_code_session_update>\n<session_id>%s</session_id>\n\n<transcript>\n%s\n</transcript>\n\n"
+            "<instructions>\n%s\n</instructions>\n</claude_code_session_update>"
+            % (xml_escape(session_id), body, UPDATE_INSTRUCTIONS))
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """Result of :func:`build_update`.
+
+    ``payload``: the XML to send, or None when the new lines hold nothing to send.
+    ``cursor``: the new cursor (save it once the payload was delivered, or at once if None).
+    ``invalid_lines``: indices of lines after the old cursor that could not be parsed.
+    ``more``: True when ``max_chars`` stopped early; call again from ``cursor``.
+    """
+
+    payload: str | None
+    cursor: int
+    messages: tuple[Message, ...]
+    invalid_lines: tuple[int, ...]
+    more: bool = False
+
+
+def _tool_names(lines: Sequence[str], upto: int, wanted: set[str], known: dict[str, str]) -> dict[str, str]:
+    """Find names for tool_use ids used before the cursor (only lines mentioning them are parsed)."""
+    names = dict(known)
+    missing = {i for i in wanted if i and i not in names}
+    for idx in range(upto, -1, -1):
+        if not missing:
+            break
+        line = lines[idx]
+        if '"tool_use"' not in line or not any(m in line for m in missing):
+            continue
+        for e in reversed(parse_line(line).entries):  # the latest use of an id wins
+            if isinstance(e, ToolUse) and e.id in missing:
+                names[e.id] = e.name
+                missing.discard(e.id)
+    return names
+
+
+def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
+                 max_chars: int | None = None, redact_secrets: bool = True) -> Update:
+    """Format ``lines[cursor + 1:]`` as one ``<claude_code_session_update>``.
+
+    With ``max_chars``, stop after the line whose messages push the transcript past that many
+    characters (at least one line with content is always taken) and set ``more``.
+    A cursor past the end (the file shrank) is kept as it is: nothing is sent twice.
+    """
+    cursor = max(cursor, -1)
+    if cursor >= len(lines) - 1:
+        return Update(None, cursor, (), ())
+    parsed: list[tuple[int, ParsedLine]] = []
+    invalid: list[int] = []
+    used: set[str] = set()
+    wanted: set[str] = set()  # results whose tool call came before the cursor
+    for idx in range(cursor + 1, len(lines)):
+        p = parse_line(lines[idx])
+        if p.status == "invalid":
+            invalid.append(idx)
+        for e in p.entries:
+            if isinstance(e, ToolResult) and e.tool_use_id not in used:
+                wanted.add(e.tool_use_id)
+        used.update(e.id for e in p.entries if isinstance(e, ToolUse))
+        parsed.append((idx, p))
+    names = _tool_names(lines, cursor, wanted, {})
+    messages: list[Message] = []
+    size, new_cursor, more = 0, len(lines) - 1, False
+    for idx, p in parsed:
+        if max_chars is not None and messages and size >= max_chars:
+            new_cursor, more = idx - 1, True
+            break
+        for e in p.entries:  # a result is labelled with the latest call of its id before it
+            if isinstance(e, ToolUse):
+                names[e.id] = e.name
+        for m in format_entries(p.entries, names, redact_secrets):
+            messages.append(m)
+            size += len(m.text)
+    if more:
+        invalid = [i for i in invalid if i <= new_cursor]
+    payload = render_update(session_id, messages) if messages else None
+    return Update(payload, new_cursor, tuple(messages), tuple(invalid), more)
+
+
+def session_update(lines: Sequence[str], cursor: int, session_id: str) -> tuple[str | None, int]:
+    """``(payload xml or None, new cursor)`` for ``lines[cursor + 1:]``; see :func:`build_update`."""
+    u = build_update(lines, cursor, session_id)
+    return u.payload, u.cursor
+
+
+_TOOL_ACCESS = {
+    "read-only": "You can use read-only tools here (read files, search the project) to check things "
+                 "for yourself; you cannot change files or run commands.",
+    "full": "You have full tool access on this machine, including editing files and running commands. "
+            "Use it sparingly and never change the user's work without being asked.",
+    "off": "You have no tools on this machine: work only from what the session sends you and your memory.",
+}
+
+
+def session_start_message(*, project: str, path: str, session_id: str, timestamp: str,
+                          sdk_tools_mode: str, machine: str | None = None) -> str:
+    """The ``<claude_code_session_start>`` message sent when a session begins."""
+    access = _TOOL_ACCESS.get(sdk_tools_mode, "Tool access mode: %s." % sdk_tools_mode)
+    context = ("A new Claude Code session has started. You will receive its transcript as it happens, "
+               "in <claude_code_session_update> messages. Watch, remember what matters across sessions, "
+               "and whisper short, useful guidance to Claude Code when you have some. " + access)
+    rows = [("project", project), ("path", path), ("session_id", session_id), ("timestamp", timestamp)]
+    if machine:
+        rows.append(("machine", machine))
+    rows += [("sdk_tools_mode", sdk_tools_mode), ("context", context)]
+    inner = "\n".join("<%s>%s</%s>" % (k, xml_escape(v), k) for k, v in rows)
+    return "<claude_code_session_start>\n%s\n</claude_code_session_start>" % inner
+
+
+# --------------------------------------------------------------------------- redaction
+
+REDACTED = "[REDACTED]"
+_SECRET_NAME = re.compile(r"pass|secret|credential", re.I)
+_PLAIN_VALUES = {"true", "false", "null", "none", "yes", "no", "0", "1"}
+
+# (pattern, group holding the secret); each pass applies them in this order.
+_PATTERNS: list[tuple[re.Pattern[str], int]] = [
+    (re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----.*?(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.S), 0),
+    (re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}"), 0),            # Anthropic, OpenAI, Letta ... keys
+    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), 0),  # AWS access key ids
+    (re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}"), 0),          # GitHub tokens
+    (re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"), 0),
+    (re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"), 0),      # Slack
+    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{30,}"), 0),             # Google API keys
+    (re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1),
+    (re.compile(r"(?i)\bauthorization\s*[:=]\s*[\"']?(?:basic|token|digest)\s+([A-Za-z0-9._~+/\-]{8,}=*)"), 1),
+    (re.compile(r"(?i)\b[a-z][a-z0-9+.\-]{0,20}://[^\s:/@\"'<>]{1,100}:([^\s@/\"'<>]{1,200})@"), 1),  # URL password
+    (re.compile(r"(?i)(?:pass(?:word|wd|phrase)?|secret|credentials?|api[_\-]?key|apikey|access[_\-]?key|"
+                r"private[_\-]?key|token)[A-Za-z0-9_.\-]{0,40}[\"']?[ \t]*[:=][ \t]*[\"']?([^\s\"'`,;&<>]+)"), 1),
+]
+_KV = _PATTERNS[-1][0]
+
+
+def _is_secret(pattern: re.Pattern[str], m: re.Match[str], group: int) -> bool:
+    value = m.group(group)
+    if value.startswith(REDACTED) or value == REDACTED:
+        return False
+    if pattern is _KV:
+        if value.lower() in _PLAIN_VALUES:
+            return False
+        if not _SECRET_NAME.search(m.group(0)[: m.start(1) - m.start(0)]):
+            # tokens and keys: long, with letters and digits (so max_tokens=4096 is left alone)
+            return len(value) >= 8 and any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
+    return True
+
+
+def find_secrets(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` that :func:`redact` would replace (first pass)."""
+    spans = []
+    for pattern, group in _PATTERNS:
+        for m in pattern.finditer(text):
+            if _is_secret(pattern, m, group):
+                spans.append(m.span(group))
+    return sorted(spans)
+
+
+def _pass(text: str) -> str:
+    for pattern, group in _PATTERNS:
+        def sub(m: re.Match[str], pattern: re.Pattern[str] = pattern, group: int = group) -> str:
+            if not _is_secret(pattern, m, group):
+                return m.group(0)
+            a, b = m.span(group)
+            s = m.start(0)
+            return m.group(0)[: a - s] + REDACTED + m.group(0)[b - s:]
+        text = pattern.sub(sub, text)
+    return text
+
+
+def redact(text: str) -> str:
+    """Replace obvious secrets (API keys, tokens, AWS keys, private key blocks, ``password=``
+    values, URL passwords) with ``[REDACTED]``. Idempotent; the result has no
+    :func:`find_secrets` span."""
+    for _ in range(16):
+        new = _pass(text)
+        if new == text:
+            return text
+        text = new
+    return text
