@@ -277,6 +277,8 @@ def _strong(
         return None
     beside = [v for v in valid if v[0] in listing]
     original, engine, details = max(beside, key=lambda v: len(v[0])) if beside else valid[0]
+    if (inner := _strong(original, where, extra, listing)) is not None:
+        original = inner.original  # a copy of a copy: fold into the first original
     # A strong marker makes the name no valid original of ours (see is_original), so a
     # strong match is never ambiguous, even where the id grammar would allow the name.
     return ConflictCopy(name=name, original=original, engine=engine, **details)

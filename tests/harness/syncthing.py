@@ -377,14 +377,16 @@ class SyncthingPair:
 
     def stop(self) -> None:
         """REST shutdown, then TERM/KILL the recorded monitor PID and its recorded children."""
-        for n in (self.a, self.b):
-            if n is None or n.pid is None:
-                continue
-            kids = set(n.inner_pids) | (set(_children(n.pid)) if _alive(n.pid) else set())
+        nodes = [n for n in (self.a, self.b) if n is not None and n.pid is not None]
+        kids: dict[str, set[int]] = {}
+        for n in nodes:  # ask both first, so they shut down in parallel
+            kids[n.name] = set(n.inner_pids) | (set(_children(n.pid)) if _alive(n.pid) else set())
             try:
                 self.api(n.name, "POST", "/rest/system/shutdown", timeout=5)
             except (OSError, urllib.error.URLError, ValueError):
                 pass
+        for n in nodes:
+            t0 = time.monotonic()
             self._reap(n, 10)
             if _alive(n.pid):
                 os.kill(n.pid, signal.SIGTERM)
@@ -392,12 +394,13 @@ class SyncthingPair:
             if _alive(n.pid):
                 os.kill(n.pid, signal.SIGKILL)
                 self._reap(n, 3)
-            for k in kids:
+            for k in kids[n.name]:
                 if _alive(k):
                     try:
                         os.kill(k, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
+            self.timings[f"stop_{n.name}"] = time.monotonic() - t0
             n.pid = None
             (n.root / "pid").unlink(missing_ok=True)
 

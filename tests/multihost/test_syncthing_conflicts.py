@@ -11,7 +11,7 @@ import pytest
 
 from subconscious.state import conflicts
 from subconscious.state.conflicts import ConflictCopy, Engine, TempFile
-from tests.harness.syncthing import SyncthingPair
+from tests.harness.syncthing import SyncthingPair, install_seconds
 
 pytestmark = pytest.mark.syncthing
 
@@ -43,7 +43,9 @@ def test_file_written_on_one_side_appears_on_the_other(syncthing_pair: Syncthing
     pair.wait_file("A", "hosts/hostB.json", text_b)
     t_scan = time.monotonic() - t0
     pair.wait_in_sync()
-    print(f"\n[syncthing] start {pair.timings['start']:.2f}s; propagation A->B via watcher "
+    installed = install_seconds()
+    print(f"\n[syncthing] apt install {'not needed' if installed is None else f'{installed:.1f}s'}; "
+          f"pair start {pair.timings['start']:.2f}s; propagation A->B via watcher "
           f"{t_watch:.2f}s; B->A with scan nudge {t_scan:.3f}s")
 
 

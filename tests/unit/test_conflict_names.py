@@ -252,6 +252,15 @@ def test_captured_and_documented_names() -> None:
     assert (od.host, od.number, od.weak) == ("Alice's MacBook Pro", 2, True)
 
 
+def test_a_copy_of_a_copy_belongs_to_the_first_original() -> None:
+    name = "x.sync-conflict-20261130-063049-ZV4TXD3.sync-conflict-20261130-070000-ABCDEFG.json"
+    got = classify(name, where="hosts")
+    assert isinstance(got, ConflictCopy) and got.original == "x.json" and got.device == "ABCDEFG"
+    assert not is_original(name, where="hosts")
+    got = classify("session-a_conflict-20261130-063049-h-safeBackup-0001.json", ["session-a.json"])
+    assert got.original == "session-a.json" and got.engine is Engine.ONEDRIVE_LINUX
+
+
 def test_ambiguous_weak_match_is_opt_in() -> None:
     listing = ["session-abc.json", "session-abc-LAPTOP.json"]
     assert classify("session-abc-LAPTOP.json", listing) is None
