@@ -68,7 +68,12 @@ def host_identity(dirs: LocalDirs, env: dict[str, str] | os._Environ = os.enviro
     """This machine's host id: ``SUBCONSCIOUS_HOST`` if set, else created once and kept."""
     override = env.get("SUBCONSCIOUS_HOST")
     if override:
-        return Host(check_host_id(override), override)
+        check_host_id(override)
+        from .state.conflicts import is_original
+
+        if not is_original(f"{override}.json", where="hosts"):
+            raise InvalidIdentifier(f"refusing host id {override!r}: it reads as a sync engine's conflict copy")
+        return Host(override, override)
     path = dirs.host_file
     for _ in range(3):
         try:

@@ -23,6 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
+from . import copies
+from .conflicts import is_original
 from .clock import ZERO, Stamp, tick, wall_ms
 from .files import Problem, atomic_write, ensure_dir, read_json, set_aside
 from .ids import check_session_id, is_host_id, is_session_id
@@ -85,6 +87,7 @@ class Snapshot:
     shards: dict[str, ShardInfo] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     newest: Stamp = ZERO
+    copies: list[copies.Found] = field(default_factory=list)  # conflict copies merged into this view
 
     @cached_property
     def conversations(self) -> dict[str, Record]:
@@ -97,6 +100,19 @@ class Snapshot:
     def get(self, session_id: str) -> Conversation | None:
         value = self.raw.get(session_id)
         return None if value is None or value.get("deleted") is True else parse_record(value)  # type: ignore[return-value]
+
+
+def _weak(copy) -> bool:
+    return copy is not None and copy.weak
+
+
+@dataclass
+class _Read:
+    snap: Snapshot
+    own_convs: dict[str, dict]
+    own_settings: dict[str, Setting]
+    shard_convs: dict[str, dict]  # the real shards' merged conversations
+    shard_settings: dict[str, Setting]
 
 
 def session_file_name(session_id: str) -> str:
@@ -141,17 +157,20 @@ class Store:
     def _aside(self, path: Path, raw: bytes, kind: str) -> str | None:
         return None if self.read_only else str(set_aside(path, raw, kind, self.home, self.host))
 
-    def _read_json(self, path: Path):
-        return read_json(path, root=self.home, host=self.host, keep=not self.read_only)
+    def _read_json(self, path: Path, copy=None):
+        """Read one source; a weak-named copy is read without setting anything aside (it may not be
+        ours at all)."""
+        return read_json(path, root=self.home, host=self.host, keep=not self.read_only and not _weak(copy))
 
     def lock(self):
         return host_lock(self.locks_dir, self.host, self.lock_timeout)
 
     # ------------------------------------------------------------------ reading
 
-    def _parse_map(self, path: Path, raw_map: Any, parse, problems: list[Problem], raw: bytes, what: str) -> dict:
+    def _parse_map(self, path: Path, raw_map: Any, parse, problems: list[Problem], raw: bytes, what: str, copy=None) -> dict:
+        aside = (lambda *a: None) if _weak(copy) else self._aside
         if not isinstance(raw_map, dict):
-            problems.append(Problem("wrong-type", str(path), f"{what} is not a JSON object", self._aside(path, raw, "wrong-type")))
+            problems.append(Problem("wrong-type", str(path), f"{what} is not a JSON object", aside(path, raw, "wrong-type")))
             return {}
         out, bad = {}, []
         for key, value in raw_map.items():
@@ -162,7 +181,7 @@ class Store:
             except RecordError as exc:
                 bad.append(f"{key[:60]!r}: {exc}")
         if bad:
-            kept = self._aside(path, raw, "invalid-entry")
+            kept = aside(path, raw, "invalid-entry")
             more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
             problems.append(
                 Problem("invalid-entry", str(path), f"skipped {len(bad)} invalid {what} entries: "
@@ -175,51 +194,82 @@ class Store:
             names = sorted(p for p in (self.home / HOSTS).iterdir() if p.suffix == ".json")
         except FileNotFoundError:
             return []
-        return [p for p in names if is_host_id(p.stem)]
+        return [p for p in names if is_host_id(p.stem) and is_original(p.name, where="hosts")]
 
     def read(self) -> Snapshot:
         """Merge the view and every host's shard. Takes no lock (all files are replaced atomically)."""
-        return self._read()[0]
+        return self._read().snap
 
-    def _read(self) -> tuple[Snapshot, dict[str, dict], dict[str, Setting]]:
-        """The merged snapshot, plus this host's own shard (its conversations and settings)."""
+    def _read(self) -> "_Read":
+        """The merged snapshot, this host's own shard, and what the real shards alone say (so a
+        writer can adopt versions that live only in the view or in conflict copies)."""
         snap = Snapshot()
-        conv_maps: list[dict[str, dict]] = []
-        setting_maps: list[dict[str, Setting]] = []
+        shard_convs: list[dict[str, dict]] = []
+        shard_sets: list[dict[str, Setting]] = []
+        extra_convs: list[dict[str, dict]] = []
+        extra_sets: list[dict[str, Setting]] = []
         own_convs: dict[str, dict] = {}
         own_settings: dict[str, Setting] = {}
         for path in self._shard_paths():
-            shard = self._read_json(path)
-            snap.problems += shard.problems
-            for value in shard.values:
-                if not isinstance(value, dict):
-                    kept = self._aside(path, shard.raw, "wrong-type")
-                    snap.problems.append(Problem("wrong-type", str(path), "a shard must be a JSON object", kept))
-                    continue
-                convs = self._parse_map(path, value.get("conversations", {}), normalize_record, snap.problems, shard.raw, "conversations")
-                sets = self._parse_map(path, value.get("settings", {}), parse_setting, snap.problems, shard.raw, "settings")
-                conv_maps.append(convs)
-                setting_maps.append(sets)
+            for convs, sets, value in self._read_shard(path, snap):
+                shard_convs.append(convs)
+                shard_sets.append(sets)
+                snap.shards[path.stem] = self._shard_info(path.stem, value, len(convs))
                 if path.stem == self.host:
                     own_convs = merge_raw([own_convs, convs])
                     own_settings = merge_maps([own_settings, sets])
-                snap.shards[path.stem] = self._shard_info(path.stem, value, len(convs))
-        from_shards = merge_raw(conv_maps)
-        view = self._read_json(self.view_path)
-        snap.problems += view.problems
-        view_maps = []
-        for value in view.values:
-            if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
-                value = {k: v for k, v in value.items() if from_shards.get(k) != v}
-            view_maps.append(self._parse_map(self.view_path, value, normalize_record, snap.problems, view.raw, "conversations"))
-        snap.raw = merge_raw([from_shards, *view_maps])
-        snap.settings = merge_maps(setting_maps)
+        for copy in copies.find(copies.listdir(self.home / HOSTS), "hosts"):
+            for convs, sets, _ in self._read_shard(self.home / HOSTS / copy.name, snap, copy):
+                extra_convs.append(convs)
+                extra_sets.append(sets)
+        from_shards = merge_raw(shard_convs)
+        view_copies = copies.find(copies.listdir(self.home), "root", CONVERSATIONS)
+        for path, copy in [(self.view_path, None), *((self.home / c.name, c) for c in view_copies)]:
+            extra_convs += self._read_view(path, snap, from_shards, copy)
+        snap.raw = merge_raw([from_shards, *extra_convs])
+        shard_settings = merge_maps(shard_sets)
+        snap.settings = merge_maps([shard_settings, *extra_sets])
         snap.newest = max(
             max(map(raw_stamp, snap.raw.values()), default=ZERO),
             max_stamp(snap.settings.values()),
             max((s.clock for s in snap.shards.values()), default=ZERO),
         )
-        return snap, own_convs, own_settings
+        return _Read(snap, own_convs, own_settings, from_shards, shard_settings)
+
+    def _accept(self, snap: Snapshot, path: Path, copy, raw: bytes, problems: list[Problem], ok: bool) -> bool:
+        """Record what reading one source found. A weak-name copy whose content is not ours is
+        ignored altogether (it is some other file that happens to look like a copy)."""
+        if copy is not None and copy.weak and (problems or not ok):
+            return False
+        snap.problems += problems
+        if copy is not None and raw:
+            snap.copies.append(copies.Found(path, copy, raw))
+        return True
+
+    def _read_shard(self, path: Path, snap: Snapshot, copy=None) -> list[tuple[dict, dict, dict]]:
+        result = self._read_json(path, copy)
+        problems = list(result.problems)
+        out = []
+        for value in result.values:
+            owner = path.name.split(".")[0].split(" ")[0]
+            if not isinstance(value, dict) or (copy is not None and copy.weak and value.get("host") != owner):
+                kept = None if _weak(copy) else self._aside(path, result.raw, "wrong-type")
+                problems.append(Problem("wrong-type", str(path), "not a shard of ours", kept))
+                continue
+            convs = self._parse_map(path, value.get("conversations", {}), normalize_record, problems, result.raw, "conversations", copy)
+            sets = self._parse_map(path, value.get("settings", {}), parse_setting, problems, result.raw, "settings", copy)
+            out.append((convs, sets, value))
+        return out if self._accept(snap, path, copy, result.raw, problems, bool(out)) else []
+
+    def _read_view(self, path: Path, snap: Snapshot, from_shards: dict, copy=None) -> list[dict]:
+        result = self._read_json(path, copy)
+        problems = list(result.problems)
+        out = []
+        for value in result.values:
+            if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
+                value = {k: v for k, v in value.items() if from_shards.get(k) != v}
+            out.append(self._parse_map(path, value, normalize_record, problems, result.raw, "conversations", copy))
+        return out if self._accept(snap, path, copy, result.raw, problems, bool(out)) else []
 
     @staticmethod
     def _shard_info(host: str, value: dict, entries: int) -> ShardInfo:
@@ -274,7 +324,8 @@ class Store:
         """
         self._writable()
         with self.lock():
-            snap, own_convs, own_settings = self._read()
+            got = self._read()
+            snap = got.snap
             own = snap.shards.get(self.host)
             if own is not None and own.format > SHARD_FORMAT:
                 raise StoreError(
@@ -284,13 +335,16 @@ class Store:
             stamp = self._next_stamp(snap.newest)
             conv_change, setting_change = change(stamp)
             raw_change = {k: r.to_json() for k, r in conv_change.items()}
-            upgraded = {k: v for k, v in snap.raw.items() if v["hlc"] == "0:0" and k not in own_convs}
+            # every winning version must live in some shard: adopt those found only in the view
+            # (legacy, upstream-written) or in conflict copies, so they survive folding and races
+            adopt = {k: v for k, v in snap.raw.items() if got.shard_convs.get(k) != v}
+            adopt_sets = {k: v for k, v in snap.settings.items() if got.shard_settings.get(k) != v}
             now = self.now()
-            own_convs = prune_raw_tombstones(merge_raw([own_convs, upgraded, raw_change]), now, self.retention_ms)
-            own_settings = merge_maps([own_settings, setting_change])
+            own_convs = prune_raw_tombstones(merge_raw([got.own_convs, adopt, raw_change]), now, self.retention_ms)
+            own_settings = merge_maps([got.own_settings, adopt_sets, setting_change])
             merged = prune_raw_tombstones(merge_raw([snap.raw, raw_change]), now, self.retention_ms)
             snap = Snapshot(merged, merge_maps([snap.settings, setting_change]), snap.shards, snap.problems,
-                            max(snap.newest, stamp))
+                            max(snap.newest, stamp), snap.copies)
             shard = {
                 "format": SHARD_FORMAT,
                 "host": self.host,
@@ -305,6 +359,7 @@ class Store:
             snap.shards[self.host] = self._shard_info(self.host, shard, len(own_convs))
             live = {k: v for k, v in merged.items() if v.get("deleted") is not True}
             atomic_write(self.view_path, dumps_canonical(live, expand=1))
+            copies.fold(snap.copies, self.home, self.host)  # their content is durably in our shard now
             return snap
 
     def put_conversation(self, session_id: str, conversation_id: str, agent_id: str | None) -> Conversation:
@@ -360,29 +415,41 @@ class Store:
     # ------------------------------------------------------------------ sessions
 
     def session_ids(self) -> list[str]:
-        out = []
-        try:
-            names = [p.name for p in self.home.iterdir()]
-        except FileNotFoundError:
-            return out
+        """Sessions with a file here (not counting OneDrive-style copies named like a session)."""
+        out: list[str] = []
+        names = copies.listdir(self.home)
+        copy_names = copies.ambiguous_copies(names)
         for name in names:
+            if name in copy_names:
+                continue
             if name.startswith(SESSION_PREFIX) and name.endswith(SESSION_SUFFIX):
                 sid = name[len(SESSION_PREFIX) : -len(SESSION_SUFFIX)]
                 if is_session_id(sid):
                     out.append(sid)
         return sorted(out)
 
-    def _read_session(self, session_id: str) -> tuple[SessionState | None, list[Problem]]:
-        path = self.session_path(session_id)
-        result = self._read_json(path)
-        versions, problems = [], list(result.problems)
-        for value in result.values:
-            try:
-                versions.append(parse_session(value, session_id))
-            except RecordError as exc:
-                kept = self._aside(path, result.raw, "invalid-entry")
-                problems.append(Problem("invalid-entry", str(path), f"not a session state: {exc}", kept))
-        return merge_session_versions(versions), problems
+    def _read_session(self, session_id: str) -> tuple[SessionState | None, list[Problem], list[copies.Found]]:
+        """The session merged from its file and every conflict copy of it."""
+        name = session_file_name(session_id)
+        found = copies.find(copies.listdir(self.home), "root", name)
+        versions, problems, folded = [], [], []
+        for path, copy in [(self.home / name, None), *((self.home / c.name, c) for c in found)]:
+            doubtful = _weak(copy) or (copy is not None and copy.ambiguous)
+            result = self._read_json(path, copy)
+            local, parsed = list(result.problems), []
+            for value in result.values:
+                try:
+                    parsed.append(parse_session(value, session_id))
+                except RecordError as exc:
+                    kept = None if doubtful else self._aside(path, result.raw, "invalid-entry")
+                    local.append(Problem("invalid-entry", str(path), f"not a session state: {exc}", kept))
+            if doubtful and (local or not parsed):
+                continue  # a weak name match whose content is not this session's
+            versions += parsed
+            problems += local
+            if copy is not None and result.exists:
+                folded.append(copies.Found(path, copy, result.raw))
+        return merge_session_versions(versions), problems, folded
 
     def session(self, session_id: str) -> SessionState | None:
         return self._read_session(session_id)[0]
@@ -393,12 +460,13 @@ class Store:
     def update_session(
         self, session_id: str, change: Callable[[SessionState | None], SessionState | None]
     ) -> SessionState | None:
-        """Read the session, apply ``change`` and write the result (merged, so the cursor never moves
-        back). ``change`` returning None, or a state equal to the current one, writes nothing."""
+        """Read the session (with its conflict copies), apply ``change`` and write the result merged,
+        so the cursor never moves back; then fold the copies. ``change`` returning None, or a state
+        equal to the current one, writes nothing (copies are then left for :meth:`fold_session`)."""
         check_session_id(session_id)
         self._writable()
         with self.lock():
-            current, _ = self._read_session(session_id)
+            current, _, found = self._read_session(session_id)
             proposed = change(current)
             if proposed is None:
                 return current
@@ -409,7 +477,30 @@ class Store:
             proposed = proposed.evolve(stamp=stamp, host=self.host)
             merged = merge_sessions(current, proposed) if current is not None else proposed
             atomic_write(self.session_path(session_id), dumps_canonical(merged.to_json(), expand=1))
+            copies.fold(found, self.home, self.host)
             return merged
+
+    def fold_session(self, session_id: str) -> list[Path]:
+        """Write the session merged with its conflict copies and move the copies to backups/."""
+        self._writable()
+        with self.lock():
+            current, _, found = self._read_session(session_id)
+            if not found or current is None:
+                return []
+            atomic_write(self.session_path(session_id), dumps_canonical(current.to_json(), expand=1))
+            return copies.fold(found, self.home, self.host)
+
+    def fold_all(self) -> dict[str, int]:
+        """Fold every conflict copy in the home (the watcher's and ``doctor --fix``'s job)."""
+        before = self.read().copies
+        self.refresh()
+        sessions = {c.original for c in copies.find(copies.listdir(self.home), "root") if c.original != CONVERSATIONS}
+        folded_sessions = 0
+        for name in sorted(sessions):
+            sid = name[len(SESSION_PREFIX) : -len(SESSION_SUFFIX)]
+            if is_session_id(sid):
+                folded_sessions += len(self.fold_session(sid))
+        return {"conversations": len(before), "sessions": folded_sessions}
 
 
 def _same_content(a: SessionState, b: SessionState) -> bool:

@@ -1,0 +1,95 @@
+"""Sync engines' conflict copies in the state directory: found, read as extra sources, folded away.
+
+A copy is data, not an error: the store merges every copy it recognises into what it reads (weak
+name patterns only when the content is ours), and a writer that has durably written the merged result
+moves the copies into ``backups/<date>/<host>/`` — kept, never deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .conflicts import ConflictCopy, classify
+from .files import ensure_dir
+
+BACKUPS = "backups"
+_PLAIN_ROOT = re.compile(r"session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|quarantine|backups")
+_PLAIN_HOSTS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.json")
+
+
+@dataclass(frozen=True)
+class Found:
+    """A conflict copy on disk and the bytes it had when it was read."""
+
+    path: Path
+    copy: ConflictCopy
+    raw: bytes
+
+
+def listdir(directory: Path) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def find(names: list[str], where: str, only_original: str | None = None) -> list[ConflictCopy]:
+    """Conflict copies among ``names``. Exact names of ours are skipped before any pattern runs (a
+    home holds thousands of session files); weak patterns see the whole listing.
+
+    With ``only_original`` (one session file), names that are also valid session names are
+    considered too (OneDrive's ``session-<id>-LAPTOP.json``): the caller checks that the content
+    names that session before using it.
+    """
+    plain = _PLAIN_ROOT if where == "root" else _PLAIN_HOSTS
+    listing = frozenset(names)
+    out = []
+    for name in names:
+        if only_original:
+            if name == only_original or not name.startswith(only_original[: -len(".json")]):
+                continue
+        elif plain.fullmatch(name):
+            continue
+        found = classify(name, listing, where=where, include_ambiguous=bool(only_original))  # type: ignore[arg-type]
+        if isinstance(found, ConflictCopy) and (only_original is None or found.original == only_original):
+            out.append(found)
+    return sorted(out, key=lambda c: c.name)
+
+
+def ambiguous_copies(names: list[str]) -> set[str]:
+    """Names that are valid session names but read as another present session file's copy."""
+    listing = frozenset(names)
+    out = set()
+    for name in names:
+        if name.startswith("session-") and name.count("-") > 1:
+            found = classify(name, listing, where="root", include_ambiguous=True)
+            if isinstance(found, ConflictCopy) and found.ambiguous:
+                out.add(name)
+    return out
+
+
+def fold(found: list[Found], home: Path, host: str) -> list[Path]:
+    """Move copies whose content is now part of the merged state into ``backups/<date>/<host>/``.
+
+    A copy that changed since it was read is left for the next fold. Returns the backup paths.
+    """
+    moved = []
+    if not found:
+        return moved
+    target_dir = ensure_dir(home / BACKUPS / time.strftime("%Y-%m-%d", time.gmtime()) / host)
+    for item in found:
+        try:
+            if item.path.read_bytes() != item.raw:
+                continue
+            target = target_dir / (item.path.parent.name + "__" + item.path.name if item.path.parent != home else item.path.name)
+            if target.exists():
+                target = target.with_name(f"{target.name}.{time.time_ns()}")
+            os.replace(item.path, target)
+            moved.append(target)
+        except FileNotFoundError:  # another host folded it first
+            continue
+    return moved
