@@ -69,7 +69,7 @@ def as_block(b: Block | Mapping[str, Any]) -> Block:
 
 # --------------------------------------------------------------------------- escaping
 
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")  # not allowed in XML 1.0
 
 
 def escape(text: str) -> str:

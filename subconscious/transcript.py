@@ -175,7 +175,7 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + TRUNCATED
 
 
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")  # not allowed in XML 1.0
 
 
 def xml_escape(text: str) -> str:
@@ -363,20 +363,23 @@ REDACTED = "[REDACTED]"
 _SECRET_NAME = re.compile(r"pass|secret|credential", re.I)
 _PLAIN_VALUES = {"true", "false", "null", "none", "yes", "no", "0", "1"}
 
-# (pattern, group holding the secret); each pass applies them in this order.
-_PATTERNS: list[tuple[re.Pattern[str], int]] = [
-    (re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----.*?(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.S), 0),
-    (re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}"), 0),            # Anthropic, OpenAI, Letta ... keys
-    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), 0),  # AWS access key ids
-    (re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}"), 0),          # GitHub tokens
-    (re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"), 0),
-    (re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"), 0),      # Slack
-    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{30,}"), 0),             # Google API keys
-    (re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1),
-    (re.compile(r"(?i)\bauthorization\s*[:=]\s*[\"']?(?:basic|token|digest)\s+([A-Za-z0-9._~+/\-]{8,}=*)"), 1),
-    (re.compile(r"(?i)\b[a-z][a-z0-9+.\-]{0,20}://[^\s:/@\"'<>]{1,100}:([^\s@/\"'<>]{1,200})@"), 1),  # URL password
+# (pattern, group holding the secret, lower-case words one of which must occur); applied in order.
+_PATTERNS: list[tuple[re.Pattern[str], int, tuple[str, ...]]] = [
+    (re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----.*?(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.S),
+     0, ("private key-----",)),
+    (re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}"), 0, ("sk-",)),     # Anthropic, OpenAI, Letta ... keys
+    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), 0, ("akia", "asia")),  # AWS key ids
+    (re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}"), 0, ("_",)),    # GitHub tokens
+    (re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"), 0, ("github_pat_",)),
+    (re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"), 0, ("xox",)),   # Slack
+    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{30,}"), 0, ("aiza",)),          # Google API keys
+    (re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1, ("bearer",)),
+    (re.compile(r"(?i)\bauthorization\s*[:=]\s*[\"']?(?:basic|token|digest)\s+([A-Za-z0-9._~+/\-]{8,}=*)"), 1,
+     ("authorization",)),
+    (re.compile(r"(?i)\b[a-z][a-z0-9+.\-]{0,20}://[^\s:/@\"'<>]{1,100}:([^\s@/\"'<>]{1,200})@"), 1, ("://",)),
     (re.compile(r"(?i)(?:pass(?:word|wd|phrase)?|secret|credentials?|api[_\-]?key|apikey|access[_\-]?key|"
-                r"private[_\-]?key|token)[A-Za-z0-9_.\-]{0,40}[\"']?[ \t]*[:=][ \t]*[\"']?([^\s\"'`,;&<>]+)"), 1),
+                r"private[_\-]?key|token)[A-Za-z0-9_.\-]{0,40}[\"']?[ \t]*[:=][ \t]*[\"']?([^\s\"'`,;&<>]+)"), 1,
+     ("pass", "secret", "credential", "key", "token")),
 ]
 _KV = _PATTERNS[-1][0]
 
@@ -397,22 +400,31 @@ def _is_secret(pattern: re.Pattern[str], m: re.Match[str], group: int) -> bool:
 def find_secrets(text: str) -> list[tuple[int, int]]:
     """Spans of ``text`` that :func:`redact` would replace (first pass)."""
     spans = []
-    for pattern, group in _PATTERNS:
+    lower = text.lower()
+    for pattern, group, words in _PATTERNS:
+        if not any(w in lower for w in words):
+            continue
         for m in pattern.finditer(text):
             if _is_secret(pattern, m, group):
                 spans.append(m.span(group))
     return sorted(spans)
 
 
+def _sub(pattern: re.Pattern[str], group: int, m: re.Match[str]) -> str:
+    if not _is_secret(pattern, m, group):
+        return m.group(0)
+    a, b = m.span(group)
+    s = m.start(0)
+    return m.group(0)[: a - s] + REDACTED + m.group(0)[b - s:]
+
+
 def _pass(text: str) -> str:
-    for pattern, group in _PATTERNS:
-        def sub(m: re.Match[str], pattern: re.Pattern[str] = pattern, group: int = group) -> str:
-            if not _is_secret(pattern, m, group):
-                return m.group(0)
-            a, b = m.span(group)
-            s = m.start(0)
-            return m.group(0)[: a - s] + REDACTED + m.group(0)[b - s:]
-        text = pattern.sub(sub, text)
+    lower = text.lower()
+    for pattern, group, words in _PATTERNS:
+        if any(w in lower for w in words):
+            new = pattern.sub(lambda m, p=pattern, g=group: _sub(p, g, m), text)
+            if new != text:
+                text, lower = new, new.lower()
     return text
 
 
