@@ -218,6 +218,15 @@ class ClaudeSandbox:
         })
         return env
 
+    def command(self, *args: str, env: Mapping[str, str] | None = None,
+                timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run another ``claude`` subcommand (``plugin install ...``) in this sandbox."""
+        run_env = self.base_env()
+        run_env.update(self.env)
+        run_env.update(env or {})
+        return subprocess.run([str(self.claude.bin), *args], cwd=str(self.project_dir), env=run_env,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
     def transcript_path_for(self, session_id: str, cwd: Path | None = None) -> Path:
         cwd = Path(cwd or self.project_dir)
         return self.config_dir / "projects" / str(cwd).replace("/", "-").replace(".", "-") / (session_id + ".jsonl")
@@ -362,3 +371,34 @@ def write_recording_double(bin_dir: Path, record_dir: Path) -> Path:
 def read_recordings(record_dir: Path) -> list[dict[str, Any]]:
     """The double's records, in call order."""
     return [json.loads(p.read_text()) for p in sorted(Path(record_dir).glob("*.json"))]
+
+
+def main(argv: Sequence[str]) -> int:
+    """Benchmark: ``python -m tests.harness.claude_code [RUNS]`` prints install and run times."""
+    import statistics
+    import tempfile
+
+    runs = int(argv[0]) if argv else 5
+    t0 = time.monotonic()
+    claude = ensure_claude_code()
+    took = claude.install_seconds
+    print("claude-code %s: %s" % (claude.version, "installed in %.1f s" % took if took is not None
+                                  else "already cached (%.2f s to check)" % (time.monotonic() - t0)))
+    with FakeAnthropic() as fake, tempfile.TemporaryDirectory() as d:
+        for label, plugins, tool in (("plain prompt, no plugin", (), False),
+                                     ("Read tool, plugin, no subconscious on PATH", (REPO_ROOT,), True)):
+            sb = ClaudeSandbox(Path(d) / label.replace(" ", "_").replace(",", ""), claude, fake, plugin_dirs=plugins)
+            (sb.project_dir / "f.txt").write_text("x\n")
+            prompt = ("[[tool:Read %s/f.txt]] read it" % sb.project_dir) if tool else "hello"
+            times = []
+            for _ in range(runs):
+                r = sb.run(prompt, path="/usr/bin:/bin")
+                assert r.returncode == 0, r.describe()
+                times.append(r.seconds)
+            print("claude -p (%s): median %.2f s, min %.2f s, max %.2f s over %d runs"
+                  % (label, statistics.median(times), min(times), max(times), runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
