@@ -33,28 +33,26 @@ from .merge import (
     max_stamp,
     merge_maps,
     merge_raw,
-    merge_session_versions,
-    merge_sessions,
     prune_raw_tombstones,
 )
 from .records import (
     Conversation,
     Record,
     RecordError,
-    SessionState,
     Setting,
     Tombstone,
     normalize_record,
     parse_record,
-    parse_session,
     parse_setting,
     raw_stamp,
 )
+from .sessions import SessionFiles, session_file_name
+
+__all__ = ["Snapshot", "ShardInfo", "Store", "StoreError", "open_store", "session_file_name"]
 from .textforms import TEMP_PREFIX, dumps_canonical
 
 CONVERSATIONS = "conversations.json"
 HOSTS = "hosts"
-SESSION_PREFIX, SESSION_SUFFIX = "session-", ".json"
 SHARD_FORMAT = 1
 DAY_MS = 86_400_000
 TOMBSTONE_RETENTION_MS = 90 * DAY_MS
@@ -115,11 +113,7 @@ class _Read:
     shard_settings: dict[str, Setting]
 
 
-def session_file_name(session_id: str) -> str:
-    return f"{SESSION_PREFIX}{check_session_id(session_id)}{SESSION_SUFFIX}"
-
-
-class Store:
+class Store(SessionFiles):
     def __init__(
         self,
         home: Path,
@@ -150,9 +144,6 @@ class Store:
 
     def shard_path(self, host: str | None = None) -> Path:
         return self.home / HOSTS / f"{host or self.host}.json"
-
-    def session_path(self, session_id: str) -> Path:
-        return self.home / session_file_name(session_id)
 
     def _aside(self, path: Path, raw: bytes, kind: str) -> str | None:
         return None if self.read_only else str(set_aside(path, raw, kind, self.home, self.host))
@@ -391,6 +382,18 @@ class Store:
         self.sweep_temp()
         return snap
 
+    def fold_all(self) -> dict[str, int]:
+        """Fold every conflict copy in the home (the watcher's and ``doctor --fix``'s job)."""
+        before = self.read().copies
+        self.refresh()
+        sessions = {c.original for c in copies.find(copies.listdir(self.home), "root") if c.original != CONVERSATIONS}
+        folded_sessions = 0
+        for name in sorted(sessions):
+            sid = name[len("session-") : -len(".json")]
+            if is_session_id(sid):
+                folded_sessions += len(self.fold_session(sid))
+        return {"conversations": len(before), "sessions": folded_sessions}
+
     def sweep_temp(self, max_age_s: float = 600.0) -> list[Path]:
         """Delete our atomic-write temp files older than ``max_age_s`` (orphans of killed writers)."""
         import time
@@ -411,102 +414,6 @@ class Store:
                     except FileNotFoundError:
                         pass
         return removed
-
-    # ------------------------------------------------------------------ sessions
-
-    def session_ids(self) -> list[str]:
-        """Sessions with a file here (not counting OneDrive-style copies named like a session)."""
-        out: list[str] = []
-        names = copies.listdir(self.home)
-        copy_names = copies.ambiguous_copies(names)
-        for name in names:
-            if name in copy_names:
-                continue
-            if name.startswith(SESSION_PREFIX) and name.endswith(SESSION_SUFFIX):
-                sid = name[len(SESSION_PREFIX) : -len(SESSION_SUFFIX)]
-                if is_session_id(sid):
-                    out.append(sid)
-        return sorted(out)
-
-    def _read_session(self, session_id: str) -> tuple[SessionState | None, list[Problem], list[copies.Found]]:
-        """The session merged from its file and every conflict copy of it."""
-        name = session_file_name(session_id)
-        found = copies.find(copies.listdir(self.home), "root", name)
-        versions, problems, folded = [], [], []
-        for path, copy in [(self.home / name, None), *((self.home / c.name, c) for c in found)]:
-            doubtful = _weak(copy) or (copy is not None and copy.ambiguous)
-            result = self._read_json(path, copy)
-            local, parsed = list(result.problems), []
-            for value in result.values:
-                try:
-                    parsed.append(parse_session(value, session_id))
-                except RecordError as exc:
-                    kept = None if doubtful else self._aside(path, result.raw, "invalid-entry")
-                    local.append(Problem("invalid-entry", str(path), f"not a session state: {exc}", kept))
-            if doubtful and (local or not parsed):
-                continue  # a weak name match whose content is not this session's
-            versions += parsed
-            problems += local
-            if copy is not None and result.exists:
-                folded.append(copies.Found(path, copy, result.raw))
-        return merge_session_versions(versions), problems, folded
-
-    def session(self, session_id: str) -> SessionState | None:
-        return self._read_session(session_id)[0]
-
-    def session_problems(self, session_id: str) -> list[Problem]:
-        return self._read_session(session_id)[1]
-
-    def update_session(
-        self, session_id: str, change: Callable[[SessionState | None], SessionState | None]
-    ) -> SessionState | None:
-        """Read the session (with its conflict copies), apply ``change`` and write the result merged,
-        so the cursor never moves back; then fold the copies. ``change`` returning None, or a state
-        equal to the current one, writes nothing (copies are then left for :meth:`fold_session`)."""
-        check_session_id(session_id)
-        self._writable()
-        with self.lock():
-            current, _, found = self._read_session(session_id)
-            proposed = change(current)
-            if proposed is None:
-                return current
-            proposed = proposed.evolve(session_id=session_id)
-            if current is not None and _same_content(current, proposed):
-                return current
-            stamp = self._next_stamp(current.stamp if current else ZERO)
-            proposed = proposed.evolve(stamp=stamp, host=self.host)
-            merged = merge_sessions(current, proposed) if current is not None else proposed
-            atomic_write(self.session_path(session_id), dumps_canonical(merged.to_json(), expand=1))
-            copies.fold(found, self.home, self.host)
-            return merged
-
-    def fold_session(self, session_id: str) -> list[Path]:
-        """Write the session merged with its conflict copies and move the copies to backups/."""
-        self._writable()
-        with self.lock():
-            current, _, found = self._read_session(session_id)
-            if not found or current is None:
-                return []
-            atomic_write(self.session_path(session_id), dumps_canonical(current.to_json(), expand=1))
-            return copies.fold(found, self.home, self.host)
-
-    def fold_all(self) -> dict[str, int]:
-        """Fold every conflict copy in the home (the watcher's and ``doctor --fix``'s job)."""
-        before = self.read().copies
-        self.refresh()
-        sessions = {c.original for c in copies.find(copies.listdir(self.home), "root") if c.original != CONVERSATIONS}
-        folded_sessions = 0
-        for name in sorted(sessions):
-            sid = name[len(SESSION_PREFIX) : -len(SESSION_SUFFIX)]
-            if is_session_id(sid):
-                folded_sessions += len(self.fold_session(sid))
-        return {"conversations": len(before), "sessions": folded_sessions}
-
-
-def _same_content(a: SessionState, b: SessionState) -> bool:
-    strip = lambda s: {k: v for k, v in s.to_json().items() if k not in ("hlc", "host")}  # noqa: E731
-    return strip(a) == strip(b)
-
 
 def open_store(home: Path, host: str, local_root: Path, **kw: Any) -> Store:
     """A store for ``home`` with machine-local locks and clocks under ``local_root``."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from subconscious.state.ids import InvalidIdentifier
-from subconscious.state.locks import LockTimeout, host_lock
+from subconscious.state.locks import host_lock
 from subconscious.state.records import SessionState
 from subconscious.state.store import Store, StoreError
 
@@ -232,7 +232,6 @@ def test_simulated_hosts_converge_whatever_order_their_copies_meet(tmp_path):
     rnd = random.Random(7)
     hosts = ["alpha", "beta", "gamma", "delta"]
     replicas = {h: make(tmp_path, h, tmp_path / f"replica-{h}") for h in hosts}
-    expected: dict[str, str | None] = {}
     for step in range(120):
         h = rnd.choice(hosts)
         store = replicas[h]
