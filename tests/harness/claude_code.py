@@ -218,6 +218,15 @@ class ClaudeSandbox:
         })
         return env
 
+    def path_with_subconscious(self) -> str:
+        """A PATH for runs that should reach the real ``subconscious`` installed in this
+        interpreter's scripts dir (``pip install -e .``); raises if it is not there."""
+        import sysconfig
+        scripts = sysconfig.get_path("scripts")
+        if not (Path(scripts) / "subconscious").exists():
+            raise FileNotFoundError("no `subconscious` in %s: run `pip install -e .` first" % scripts)
+        return "%s:%s:%s" % (self.bin_dir, scripts, BASE_PATH)
+
     def command(self, *args: str, env: Mapping[str, str] | None = None,
                 timeout: float = 60) -> subprocess.CompletedProcess:
         """Run another ``claude`` subcommand (``plugin install ...``) in this sandbox."""

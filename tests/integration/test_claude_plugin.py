@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 from subconscious.transcript import build_update, complete_lines
-from tests.harness.claude_code import REPO_ROOT, write_recording_double
+from tests.harness.claude_code import REPO_ROOT, read_recordings, write_recording_double
 
 pytestmark = pytest.mark.claude
 
@@ -32,7 +33,7 @@ def test_hooks_config_shape():
     for event, arg in EVENTS.items():
         (group,) = hooks[event]
         (hook,) = group["hooks"]
-        assert "exec subconscious hook %s;" % arg in hook["command"]
+        assert "then subconscious hook %s || exit 1;" % arg in hook["command"]
         assert "async" not in hook  # an async Stop is cancelled when `claude -p` exits (2.1.332)
     assert hooks["PreToolUse"][0]["matcher"] == "*"
     assert {e: hooks[e][0]["hooks"][0]["timeout"] for e in EVENTS} == {
@@ -59,7 +60,7 @@ def test_missing_command_is_reported_plainly_and_never_blocks(claude_sandbox):
         assert r["stdout"] == ""
         lines = r["stderr"].splitlines()
         assert len(lines) == 1, r["stderr"]
-        assert "subconscious" in lines[0] and "not found" in lines[0]
+        assert "subconscious" in lines[0] and "not found on PATH" in lines[0]
         assert "pip install subconscious" in lines[0] and "pipx install subconscious" in lines[0]
     # the message never reaches the model as context
     assert not run.seen_by_model("pip install subconscious")
@@ -124,6 +125,29 @@ def test_resume_keeps_session_and_cursor_picks_up_only_new_lines(claude_sandbox,
     assert u1.invalid_lines == () and u2.invalid_lines == ()
 
 
+def _double_exiting(sandbox, tmp_path, code: int):
+    write_recording_double(sandbox.bin_dir, tmp_path / "rec")
+    script = sandbox.bin_dir / "subconscious"
+    script.write_text(script.read_text() + "\nprint('LEAKED_STDOUT_OF_FAILED_HOOK')\nsys.exit(%d)\n" % code)
+
+
+@pytest.mark.parametrize("code", [2, 1, 3])
+def test_failing_subconscious_never_blocks(claude_sandbox, tmp_path, code):
+    # Exit 2 from a hook would block the prompt / the tool call / the end of the turn; e.g. an
+    # older `subconscious` whose argument parser does not know the event exits with 2.
+    _double_exiting(claude_sandbox, tmp_path, code)
+    target = claude_sandbox.project_dir / "hello.txt"
+    target.write_text("The secret word is PAPAYA.\n")
+    run = claude_sandbox.run("[[tool:Read %s]] [[text:It says PAPAYA.]] read it" % target, output_format="stream-json")
+    assert run.returncode == 0, run.describe()
+    assert run.result == "It says PAPAYA."
+    assert run.seen_by_model("The secret word is PAPAYA.")      # the tool call was not blocked
+    assert len(run.message_requests()) == 2                      # Stop did not send the model back to work
+    assert not run.seen_by_model("LEAKED_STDOUT_OF_FAILED_HOOK")
+    assert [r["argv"][1] for r in read_recordings(tmp_path / "rec")] == list(EVENTS.values())
+    assert {r["exit_code"] for r in _hook_responses(run)} == {1}
+
+
 def test_hung_hook_is_cut_off_by_its_timeout(claude_sandbox, tmp_path):
     # A `subconscious` that hangs on pre-tool-use: Claude Code must cancel it after 5 s and go on.
     write_recording_double(claude_sandbox.bin_dir, tmp_path / "rec")
@@ -139,3 +163,27 @@ def test_hung_hook_is_cut_off_by_its_timeout(claude_sandbox, tmp_path):
     assert run.result == "Done anyway."
     pre = [r for r in _hook_responses(run) if r["hook_event"] == "PreToolUse"]
     assert [r["outcome"] for r in pre] == ["cancelled"]
+    assert _processes_running(str(script)) == []  # the hung hook was killed, not left behind
+
+
+def _processes_running(needle: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if needle in cmd:
+            found.append(cmd)
+    return found
+
+
+def test_pipx_location_is_used_when_path_lacks_it(claude_sandbox, tmp_path):
+    # Claude Code started from a desktop app often has a PATH without ~/.local/bin (pipx's default).
+    write_recording_double(claude_sandbox.home / ".local" / "bin", tmp_path / "rec")
+    run = claude_sandbox.run("[[text:ok]] hi", path=NO_SUBCONSCIOUS_PATH)
+    assert run.returncode == 0, run.describe()
+    recs = read_recordings(tmp_path / "rec")
+    assert [r["argv"] for r in recs] == [["hook", "session-start"], ["hook", "user-prompt-submit"], ["hook", "stop"]]
+    assert recs[1]["stdin"]["prompt"] == "[[text:ok]] hi"
+    assert run.seen_by_model("RECORDED_DOUBLE_PROMPT_CONTEXT")
