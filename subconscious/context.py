@@ -25,7 +25,7 @@ __all__ = [
     "AgentMessage", "Block", "Injection", "as_message", "as_block", "new_messages",
     "format_messages", "block_diff", "changed_blocks", "format_memory_update",
     "format_full_context", "prompt_injection", "pre_tool_injection", "pre_tool_output",
-    "escape", "escape_attr", "tag_name",
+    "BlockChange", "escape", "escape_attr", "tag_name",
 ]
 
 

@@ -24,7 +24,7 @@ from typing import Any, Literal, Mapping, Sequence, Union
 __all__ = [
     "UserText", "AssistantText", "Thinking", "ToolUse", "ToolResult", "Summary", "Entry",
     "ParsedLine", "Message", "Update", "complete_lines", "parse_line", "tool_summary",
-    "format_entries", "build_update", "session_update", "session_start_message",
+    "format_entries", "render_update", "build_update", "session_update", "session_start_message",
     "xml_escape", "cut", "redact", "find_secrets",
     "RESULT_CUT", "THINKING_CUT", "COMMAND_CUT", "INPUT_JSON_CUT", "REDACTED",
 ]
