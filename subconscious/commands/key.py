@@ -1,0 +1,340 @@
+"""``subconscious key``: encryption of the cached memory-block values in the shared home.
+
+    subconscious key init [--passphrase]      turn it on for this home (or join it on another machine)
+    subconscious key export                   print this home's key as one line, to copy to another machine
+    subconscious key import                   add such a line to this machine's key ring
+    subconscious key rotate [--passphrase]    re-seal everything under a new key (re-run to resume)
+    subconscious key status [--json]          the home's setting, this machine's keys, what is sealed
+    subconscious key disable                  turn it off and store the values in plain text again
+
+Secrets are never taken as command-line arguments (they would show in ``ps`` and shell history):
+a passphrase comes from ``SUBCONSCIOUS_PASSPHRASE``, else the first line of stdin when stdin is not a
+terminal, else a prompt; an exported key from ``SUBCONSCIOUS_KEY``, else stdin, else a prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+PASSPHRASE_ENV = "SUBCONSCIOUS_PASSPHRASE"
+KEY_ENV = "SUBCONSCIOUS_KEY"
+
+_SOURCES = (f"The passphrase is read from ${PASSPHRASE_ENV} if set, else from the first line of stdin "
+            "if stdin is not a terminal, else asked for (twice when it is new).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("Encrypts the memory-block values cached in session-<id>.json (the shared home) with "
+                     "AES-256-GCM. Keys stay in this machine's local state dir, never in LETTA_HOME.")
+    sub = parser.add_subparsers(dest="key_command", metavar="COMMAND")
+
+    def add(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
+        import textwrap
+
+        text = "\n\n".join(textwrap.fill(par, 78) for par in description.split("\n\n"))
+        return sub.add_parser(name, help=help_text, description=text,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = add("init", "turn encryption on for this home, or get its key onto this machine",
+            "Turn encryption on for the shared home: make a key (random, or from a passphrase), keep it in "
+            "this machine's key ring, record in the home that encryption is on, and seal the values already "
+            "cached. In a home where it is on already: with --passphrase, derive the home's key from the "
+            "same passphrase on this machine; otherwise seal any values still in plain text.\n\n" + _SOURCES)
+    _passphrase_options(p)
+
+    p = add("export", "print the home's key as one line (a secret: anyone with it can read the cache)",
+            "Print the key as one line for `subconscious key import` on another machine. Treat it like a "
+            "password: copy it over a channel you trust, and do not paste it into the synced directory.")
+    p.add_argument("--key-id", help="export this key instead of the home's current one")
+
+    add("import", "add a key printed by `key export` to this machine's key ring",
+        f"Add an exported key to this machine's key ring. The line is read from ${KEY_ENV} if set, else "
+        "from stdin if it is not a terminal, else asked for. Nothing in the home changes.")
+
+    p = add("rotate", "re-seal every cached value under a new key (run again to resume)",
+            "Make a new key, make it the home's key, and re-seal every session's cached values under it. "
+            "Old keys stay in the key ring for reading until the rotation is done; if it is interrupted, "
+            "run it again and it resumes. Other machines need the new key afterwards (key export/import, "
+            "or key init --passphrase with the new passphrase).\n\n" + _SOURCES)
+    _passphrase_options(p)
+    p.add_argument("--drop-old", action="store_true",
+                   help="when done, delete old keys from this machine's key ring (only those no longer in use)")
+
+    p = add("status", "show the home's encryption setting, this machine's keys and what is sealed",
+            "Show whether encryption is on for the home, which keys this machine holds, and how many "
+            "cached values are in plain text or sealed under each key. Writes nothing.")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    add("disable", "turn encryption off and store the cached values in plain text again",
+        "Record in the home that encryption is off and turn every sealed value this machine can open "
+        "back into plain text. Values under keys not on this machine stay sealed (run it there too).")
+
+
+def _passphrase_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--passphrase", action="store_true",
+                   help="derive the key from a passphrase (scrypt) so every machine can derive the same key")
+    p.add_argument("--scrypt-n", type=int, default=None, metavar="N",
+                   help="scrypt cost for a new passphrase key (power of two; default 131072)")
+
+
+class Failure(Exception):
+    """A message for the user; exit status 1."""
+
+
+def read_secret(env_var: str, prompt: str, *, confirm: bool = False) -> str:
+    value = os.environ.get(env_var)
+    if value:
+        return value
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\r\n")  # only the line ending: spaces belong to a passphrase
+    import getpass
+
+    first = getpass.getpass(prompt)
+    if confirm and getpass.getpass("Again: ") != first:
+        raise Failure("the two passphrases differ; nothing was changed")
+    return first
+
+
+def _new_key(args, confirm: bool = True):
+    from ..keys import ScryptParams, derive_key
+    from ..state.seal import Key
+
+    if not args.passphrase:
+        return Key.generate(), None, "generated"
+    params = ScryptParams.new() if args.scrypt_n is None else ScryptParams.new(n=args.scrypt_n)
+    passphrase = read_secret(PASSPHRASE_ENV, "New passphrase: ", confirm=confirm)
+    if len(passphrase) < 12:
+        print("subconscious: note: a passphrase of fewer than 12 characters is easy to guess "
+              "by anyone who can read the synced home", file=sys.stderr)
+    return derive_key(passphrase, params), params, "passphrase"
+
+
+def _summary(report) -> None:
+    print(f"re-sealed {report.changed} cached values in {report.sessions} session files")
+    for kid, n in sorted(report.unopened.items()):
+        print(f"warning: {n} values are sealed with key {kid}, which is not on this machine; they were left "
+              "as they are (they count as not cached until re-written)", file=sys.stderr)
+
+
+class _Ctx:
+    def __init__(self, read_only: bool = False):
+        from ..keys import KeyRing, read_policy
+        from ..runtime import runtime
+
+        self.rt = runtime()
+        self.store = self.rt.store(read_only=read_only)
+        self.ring = KeyRing.load(self.rt.local.keys)
+        self.policy = read_policy(self.store)
+        self.refuse = (self.rt.settings.letta_home, self.rt.settings.state_home)
+
+
+def cmd_init(args) -> int:
+    from ..blockcache import reseal_all
+    from ..keys import Policy, check_outside, derive_key, write_policy
+
+    c = _Ctx()
+    check_outside(c.rt.local.keys, *c.refuse)
+    p = c.policy
+    if p.enabled and not p.damaged:
+        if p.key_id not in c.ring:
+            if not args.passphrase or p.kdf is None:
+                how = ("`subconscious key init --passphrase` with the home's passphrase, or " if p.kdf else "")
+                raise Failure(f"encryption is already on in this home, with key {p.key_id}, which is not on this "
+                              f"machine; get it with {how}`subconscious key export` on a machine that has it and "
+                              "`subconscious key import` here")
+            key = derive_key(read_secret(PASSPHRASE_ENV, "Passphrase: "), p.kdf)
+            if key.id != p.key_id:
+                raise Failure(f"this passphrase does not give the home's key {p.key_id}; nothing was changed")
+            c.ring.add(key, source="passphrase", refuse_under=c.refuse)
+            print(f"key {key.id} added to this machine's key ring ({c.ring.directory})")
+        else:
+            print(f"encryption is on in this home with key {p.key_id}; this machine has it")
+        _summary(reseal_all(c.store, c.ring, c.ring[p.key_id]))
+        return 0
+    key, params, source = _new_key(args)
+    c.ring.add(key, source=source, refuse_under=c.refuse)  # before the setting: never name a key nobody has
+    write_policy(c.store, Policy(True, key.id, params))
+    print(f"encryption is on for {c.store.home} with key {key.id} (kept in {c.ring.directory})")
+    _summary(reseal_all(c.store, c.ring, key))
+    if params is None:
+        print("other machines: run `subconscious key export` here and `subconscious key import` there")
+    else:
+        print("other machines: run `subconscious key init --passphrase` there with the same passphrase")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from ..keys import export_key
+
+    c = _Ctx(read_only=True)
+    kid = args.key_id or c.policy.key_id or (next(iter(c.ring)) if len(c.ring) == 1 else None)
+    if kid is None:
+        raise Failure("no key to export: encryption is off in this home (use --key-id to pick one)")
+    key = c.ring.get(kid)
+    if key is None:
+        raise Failure(f"key {kid} is not on this machine")
+    print("subconscious: this line is the key itself; anyone who has it can read the cached blocks",
+          file=sys.stderr)
+    print(export_key(key))
+    return 0
+
+
+def cmd_import(args) -> int:
+    from ..keys import import_key
+
+    c = _Ctx(read_only=True)
+    key = import_key(read_secret(KEY_ENV, "Exported key: "))
+    c.ring.add(key, source="imported", refuse_under=c.refuse)
+    print(f"key {key.id} added to this machine's key ring ({c.ring.directory})")
+    if c.policy.enabled and c.policy.key_id != key.id:
+        print(f"note: this home's current key is {c.policy.key_id}, not {key.id}")
+    elif not c.policy.enabled:
+        print("note: encryption is off in this home (`subconscious key init` turns it on)")
+    return 0
+
+
+def cmd_rotate(args) -> int:
+    from ..blockcache import encryption_findings, reseal_all
+    from ..keys import Policy, read_policy, write_policy
+
+    c = _Ctx()
+    p = c.policy
+    if not p.enabled or p.damaged:
+        raise Failure("encryption is not on in this home; `subconscious key init` turns it on")
+    if p.rotation:
+        key = c.ring.get(p.key_id)
+        if key is None:
+            raise Failure(f"a rotation to key {p.key_id} was started on host {p.rotation.get('host', '?')}, and that "
+                          "key is not on this machine; finish it there, or import the key here first")
+        print(f"resuming the rotation from {p.rotation.get('from', '?')} to {key.id}")
+        params = p.kdf
+    else:
+        if p.key_id not in c.ring:
+            raise Failure(f"this machine does not have the home's key {p.key_id}, so it cannot re-seal the "
+                          "cached values; import it first (`subconscious key import`)")
+        key, params, source = _new_key(args)
+        c.ring.add(key, source=source, refuse_under=c.refuse)
+        write_policy(c.store, Policy(True, key.id, params, rotation={
+            "from": p.key_id, "host": c.rt.host.id, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        print(f"rotating from {p.key_id} to {key.id}; old keys stay on this machine until it is done")
+    _summary(reseal_all(c.store, c.ring, key))
+    now = read_policy(c.store)
+    if now.key_id != key.id:
+        raise Failure(f"the home's key changed to {now.key_id} meanwhile (another machine?); run `key rotate` again")
+    write_policy(c.store, Policy(True, key.id, params))
+    print(f"rotation done: the home's key is {key.id}")
+    if args.drop_old:
+        in_use = {f.get("key_id") for f in encryption_findings(c.store, c.ring)}
+        for kid in sorted(set(c.ring) - {key.id}):
+            if kid in in_use:
+                print(f"kept old key {kid}: some values are still sealed with it")
+            elif c.ring.remove(kid):
+                print(f"removed old key {kid} from this machine")
+    return 0
+
+
+def status_info(c: "_Ctx") -> dict:
+    from ..blockcache import encryption_findings
+    from ..state.seal import SealError, envelope_key_id, is_envelope, open_envelope
+
+    counts: dict[str, int] = {"plain": 0}
+    readable: dict[str, int] = {}
+    for sid in c.store.session_ids():
+        state = c.store.session(sid)
+        for label, value in ((state.last_block_values or {}) if state else {}).items():
+            if isinstance(value, str):
+                counts["plain"] += 1
+            elif is_envelope(value):
+                kid = envelope_key_id(value) or "?"
+                counts[kid] = counts.get(kid, 0) + 1
+                try:
+                    open_envelope(c.ring, value, session_id=sid, label=label)
+                    readable[kid] = readable.get(kid, 0) + 1
+                except SealError:
+                    pass
+    p = c.policy
+    return {
+        "home": str(c.store.home),
+        "enabled": p.enabled,
+        "keyId": p.key_id,
+        "passphrase": p.kdf is not None,
+        "rotation": p.rotation,
+        "settingDamaged": p.damaged,
+        "keyRing": str(c.ring.directory),
+        "keys": [{"id": i.id, "source": i.source, "created": i.created, "current": i.id == p.key_id}
+                 for i in c.ring.info.values()],
+        "hasCurrentKey": p.key_id in c.ring if p.key_id else None,
+        "values": counts,
+        "readableHere": readable,
+        "findings": encryption_findings(c.store, c.ring, policy=p),
+    }
+
+
+def cmd_status(args) -> int:
+    info = status_info(_Ctx(read_only=True))
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    state = "on" if info["enabled"] else "off"
+    if info["enabled"]:
+        state += f", key {info['keyId']}" + (" (from a passphrase)" if info["passphrase"] else "")
+        state += "; this machine has it" if info["hasCurrentKey"] else "; this machine does NOT have it"
+    print(f"encryption  {state}")
+    print(f"home        {info['home']}")
+    print(f"key ring    {info['keyRing']} ({len(info['keys'])} keys)")
+    for k in info["keys"]:
+        print(f"  {k['id']}  {k['source'] or '?'}  {k['created']}" + ("  current" if k["current"] else ""))
+    v = info["values"]
+    sealed = ", ".join(f"{n} under {kid} ({info['readableHere'].get(kid, 0)} readable here)"
+                       for kid, n in sorted(v.items()) if kid != "plain")
+    print(f"cached      {v['plain']} in plain text" + (f"; {sealed}" if sealed else ""))
+    for f in info["findings"]:
+        print(f"  ! {f['severity']}: {f['kind']}: {f['message']}")
+    return 0
+
+
+def cmd_disable(args) -> int:
+    from ..blockcache import reseal_all
+    from ..keys import Policy, write_policy
+
+    c = _Ctx()
+    write_policy(c.store, Policy(False))  # first, so that no host seals new values meanwhile
+    print(f"encryption is off for {c.store.home}")
+    report = reseal_all(c.store, c.ring, None)
+    print(f"opened {report.changed} sealed values into plain text in {report.sessions} session files")
+    for kid, n in sorted(report.unopened.items()):
+        print(f"warning: {n} values are sealed with key {kid}, which is not on this machine; they stay sealed "
+              "(run `subconscious key disable` on a machine that has it)", file=sys.stderr)
+    return 0
+
+
+COMMANDS = {"init": cmd_init, "export": cmd_export, "import": cmd_import, "rotate": cmd_rotate,
+            "status": cmd_status, "disable": cmd_disable}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..keys import KeysError
+    from ..state.ids import InvalidIdentifier
+    from ..state.locks import LockTimeout
+    from ..state.store import StoreError
+
+    command = COMMANDS.get(getattr(args, "key_command", None) or "")
+    if command is None:
+        print("subconscious key: choose a command: " + ", ".join(COMMANDS) + " (see --help)", file=sys.stderr)
+        return 2
+    try:
+        return command(args)
+    except (ConfigError, InvalidIdentifier) as exc:
+        print(f"subconscious: {exc}", file=sys.stderr)
+        return 2
+    except (Failure, KeysError, StoreError, LockTimeout) as exc:
+        print(f"subconscious key {args.key_command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"subconscious key {args.key_command}: interrupted; run it again to finish", file=sys.stderr)
+        return 130
