@@ -10,6 +10,7 @@ import sys
 # verb → (module, help). The module has ``add_arguments(parser)`` and ``run(args) -> int``.
 VERBS: dict[str, tuple[str, str]] = {
     "status": ("subconscious.commands.status", "show where state lives and what was found there"),
+    "key": ("subconscious.commands.key", "encrypt the cached memory blocks in the shared home: init, export, import, rotate"),
 }
 
 
