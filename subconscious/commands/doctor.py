@@ -1,0 +1,90 @@
+"""``subconscious doctor [--json] [--fix]``: what happened to the shared state, at a glance.
+
+Exit 0 when clean, 1 when problems were found (after ``--fix``: only for what remains), 2 for usage
+errors. Without ``--fix`` nothing is changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Mapping
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
+    parser.add_argument("--fix", action="store_true", help="repair what is safe (keeps backups) and report what remains")
+    parser.add_argument("--skew-threshold", type=float, default=None, metavar="SECONDS",
+                        help="report clocks further apart than this (default 120)")
+
+
+def report_json(before, after=None, actions=None) -> dict:
+    final = after or before
+    out = {
+        "home": str(final.home) if final.home else None,
+        "host": final.host,
+        "ok": not final.problems,
+        "counts": final.counts,
+        "findings": [f.to_json() for f in final.findings],
+        "elapsed_s": round(final.elapsed_s, 3),
+    }
+    if after is not None:
+        out["before"] = [f.to_json() for f in before.findings]
+        out["fixed"] = actions or []
+    return out
+
+
+def render(report, title: str | None = None) -> str:
+    from ..doctor.findings import summary, table
+
+    lines = []
+    if title:
+        lines.append(title)
+    c = report.counts
+    if c:
+        lines.append(f"{c.get('sessions', 0)} sessions, {c.get('conversations', 0)} conversations, "
+                     f"{c.get('hosts', 0)} hosts, {c.get('conflict_copies', 0)} conflict copies")
+    if report.findings:
+        lines.append(table(report.findings))
+    lines.append(summary(report.findings))
+    return "\n".join(lines)
+
+
+def run_doctor(env: Mapping[str, str], cwd: str, *, fix: bool, as_json: bool, skew: float | None,
+               out=sys.stdout) -> int:
+    from ..doctor.analysis import DEFAULT_SKEW_S
+    from ..doctor.checks import diagnose
+    from ..doctor.findings import exit_code
+
+    threshold = DEFAULT_SKEW_S if skew is None else skew
+    before = diagnose(env, cwd, skew_threshold_s=threshold)
+    if not fix:
+        if as_json:
+            print(json.dumps(report_json(before), indent=2), file=out)
+        else:
+            title = f"subconscious doctor: {before.home} (host {before.host})" if before.home else "subconscious doctor"
+            print(render(before, title), file=out)
+        return exit_code(before.findings)
+    from ..doctor.fix import apply
+
+    actions = apply(before, env)
+    after = diagnose(env, cwd, skew_threshold_s=threshold)
+    if as_json:
+        print(json.dumps(report_json(before, after, actions), indent=2), file=out)
+    else:
+        title = f"subconscious doctor --fix: {before.home} (host {before.host})" if before.home else "subconscious doctor"
+        print(render(before, title + "\nbefore:"), file=out)
+        print("fixed:" if actions else "fixed: nothing to do", file=out)
+        for a in actions:
+            print(f"  - {a}", file=out)
+        print(render(after, "after:"), file=out)
+    return exit_code(after.findings)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.skew_threshold is not None and args.skew_threshold <= 0:
+        print("subconscious doctor: --skew-threshold must be a positive number of seconds", file=sys.stderr)
+        return 2
+    return run_doctor(os.environ, os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd(), fix=args.fix, as_json=args.json, skew=args.skew_threshold)

@@ -1,0 +1,96 @@
+"""``subconscious merge-driver %O %A %B [%P]``: git's merge driver for our state files.
+
+git runs it in the worktree root with three temp files (ancestor, ours, theirs) and, with ``%P``, the
+path of the file being merged. The merged text goes to %A; exit 0 means merged. A version that cannot
+be read is merged around (treated as unchanged since the ancestor) and its bytes are kept in the state
+dir's ``quarantine/`` (git history holds them too). Only when neither side can be read does it exit 1,
+leaving both versions in %A between conflict markers, so nothing is lost and the store's reader still
+recovers whatever parses.
+
+Configured by ``subconscious sync setup-git`` (or by hand, see sync/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_MERGED, EXIT_CONFLICT, EXIT_USAGE = 0, 1, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", metavar="%O", help="the common ancestor's version (may be empty)")
+    parser.add_argument("ours", metavar="%A", help="our version; the merged result is written here")
+    parser.add_argument("theirs", metavar="%B", help="their version")
+    parser.add_argument("path", metavar="%P", nargs="?", help="the path being merged, relative to the worktree")
+
+
+def _read(path: str, what: str, optional: bool = False) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        if optional:
+            return None
+        raise SystemExit(_usage(f"{what} file {path!r} does not exist"))
+    except OSError as exc:
+        raise SystemExit(_usage(f"cannot read {what} file {path!r}: {exc.strerror}"))
+
+
+def _usage(message: str) -> int:
+    print(f"subconscious merge-driver: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _quarantine_root(path: str | None, kind: str | None) -> Path | None:
+    """The state dir that holds ``path`` (git runs us at the worktree root, %P is relative to it)."""
+    if path:
+        p = Path(path)
+        root = p.parent.parent if kind == "shard" else p.parent
+        if root.is_dir():
+            return root
+    git_dir = Path(os.environ.get("GIT_DIR") or ".git")
+    return git_dir / "subconscious" if git_dir.is_dir() else None
+
+
+def _keep(versions, path: str | None, kind: str | None) -> list[str]:
+    from ..state.files import set_aside
+
+    root = _quarantine_root(path, kind)
+    if root is None:
+        return []
+    host = os.environ.get("SUBCONSCIOUS_HOST") or "git-merge"
+    name = Path(path).name if path else "merged-file.json"
+    kept = []
+    for version in versions:
+        try:
+            kept.append(str(set_aside(root / name, version.raw, f"merge-{version.label}", root, host)))
+        except OSError as exc:
+            print(f"subconscious merge-driver: could not keep the {version.label} version: {exc}", file=sys.stderr)
+    return kept
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..state.filemerge import conflict_text, merge_bytes
+
+    base = _read(args.base, "ancestor (%O)", optional=True)
+    ours = _read(args.ours, "ours (%A)")
+    theirs = _read(args.theirs, "theirs (%B)")
+    assert ours is not None and theirs is not None
+    where = args.path or Path(args.ours).name
+    result = merge_bytes(base, ours, theirs, args.path)
+    kept = _keep(result.set_aside, args.path, result.kind) if result.set_aside else []
+    for note in result.notes:
+        print(f"subconscious merge-driver: {where}: {note}", file=sys.stderr)
+    for path in kept:
+        print(f"subconscious merge-driver: {where}: kept a copy at {path}", file=sys.stderr)
+    if result.text is None:
+        Path(args.ours).write_bytes(conflict_text(ours, theirs))
+        print(f"subconscious merge-driver: {where}: left both versions between conflict markers; "
+              "`subconscious doctor --fix` merges whatever parses", file=sys.stderr)
+        return EXIT_CONFLICT
+    data = result.text.encode("utf-8")
+    if data != ours:
+        Path(args.ours).write_bytes(data)
+    return EXIT_MERGED

@@ -1,0 +1,57 @@
+"""``subconscious watch``: fold sync engines' conflict copies as they arrive, until SIGTERM/SIGINT.
+
+Run it on every machine that shares the state dir (deploy/ has a systemd user unit and a launchd
+agent). Each fold is logged to the per-user log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--debounce", type=float, default=0.3, metavar="SECONDS",
+                        help="wait until file events have been quiet this long before folding (default 0.3)")
+    parser.add_argument("--interval", type=float, default=60.0, metavar="SECONDS",
+                        help="also rescan this often, in case an event was missed (default 60)")
+    parser.add_argument("--once", action="store_true", help="fold what is there now and exit")
+    parser.add_argument("--quiet", action="store_true", help="log only; print nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..log import setup
+    from ..runtime import runtime
+    from ..state.ids import InvalidIdentifier
+    from ..watcher import Watcher
+
+    if args.debounce < 0 or args.interval <= 0:
+        print("subconscious watch: --debounce must be >= 0 and --interval > 0", file=sys.stderr)
+        return 2
+    try:
+        rt = runtime()
+    except (ConfigError, InvalidIdentifier) as exc:
+        print(f"subconscious: {exc}", file=sys.stderr)
+        return 2
+    log = setup(rt.local.logs, debug=rt.settings.debug)
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(f"subconscious watch: {line}", flush=True)
+
+    watcher = Watcher(rt.store(), log, debounce=args.debounce, interval=args.interval, say=say)
+    if args.once:
+        watcher.fold_if_needed(force=True)
+        return 0
+
+    def stop(signum, frame) -> None:  # noqa: ANN001
+        log.info("watch: got %s", signal.Signals(signum).name)
+        watcher.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, stop)
+    return watcher.run()

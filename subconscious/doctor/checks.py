@@ -1,0 +1,357 @@
+"""Collect doctor's findings. Read-only: nothing here writes to the state dir (files are read with
+``keep=False`` and the store is opened read-only); git is only asked questions."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from ..state import copies
+from ..state.clock import ZERO, Stamp
+from ..state.conflicts import CONVERSATIONS, ConflictCopy, Engine, classify, is_original
+from ..state.files import QUARANTINE, read_json
+from ..state.ids import is_host_id, is_session_id
+from ..state.merge import merge_raw
+from ..state.records import RecordError, normalize_record, parse_session, parse_setting
+from ..state.textforms import TEMP_PREFIX
+from .analysis import DEFAULT_SKEW_S, ShardData, clock_skew, legacy_unadopted, quarantine_note, session_splits, split_brain
+from .findings import ERROR, INFO, WARNING, Finding
+from .home import letta_home_findings
+
+HOSTS = "hosts"
+SHARD_FORMAT = 1
+TEMP_AGE_S = 600.0
+ENGINE_NAMES = {
+    Engine.SYNCTHING: "Syncthing", Engine.DROPBOX: "Dropbox", Engine.ICLOUD: "iCloud Drive",
+    Engine.ONEDRIVE: "OneDrive", Engine.ONEDRIVE_LINUX: "OneDrive (Linux client)", Engine.NEXTCLOUD: "Nextcloud",
+    Engine.UNISON: "Unison", Engine.GOOGLE_DRIVE: "Google Drive",
+}
+
+
+@dataclass
+class Report:
+    home: Path | None
+    host: str | None
+    findings: list[Finding] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    git_top: Path | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.problem]
+
+
+def _rel(path: Path | str, home: Path) -> str:
+    p = Path(path)
+    try:
+        return p.relative_to(home).as_posix()
+    except ValueError:
+        return str(p)
+
+
+def _copy_finding(home: Path, path: Path, copy: ConflictCopy) -> Finding:
+    bits = []
+    if copy.device:
+        bits.append(f"device {copy.device}")
+    if copy.host:
+        bits.append(f"computer {copy.host}")
+    if copy.user:
+        bits.append(f"by {copy.user}")
+    if copy.date:
+        bits.append(copy.date.isoformat() + (f" {copy.time.isoformat()}" if copy.time else ""))
+    where = f" ({', '.join(bits)})" if bits else ""
+    original = copy.original if path.parent == home else f"{HOSTS}/{copy.original}"
+    return Finding(
+        "conflict-copy", WARNING, _rel(path, home),
+        f"{ENGINE_NAMES.get(copy.engine, copy.engine.value)} conflict copy of {original}{where}: "
+        "--fix merges it record by record and keeps it under backups/",
+        fixable=True, engine=copy.engine.value, details={"original": original})
+
+
+def _problem_finding(problem, home: Path, own_shard: Path, copy_paths: set[str]) -> Finding:
+    path = Path(problem.path)
+    rel = _rel(path, home)
+    regenerated = path in (home / CONVERSATIONS, own_shard) or problem.path in copy_paths
+    keep = " (its bytes are kept in quarantine/)"
+    if problem.kind == "git-conflict":
+        return Finding("git-conflict-markers", ERROR, rel,
+                       f"{problem.message}; --fix merges the sides and keeps the original in quarantine/", fixable=True)
+    if problem.kind == "unreadable":
+        return Finding("unreadable", ERROR, rel, problem.message)
+    kind = {"unparseable": "unparseable", "invalid-entry": "invalid-entry"}.get(problem.kind, "wrong-type")
+    if regenerated:
+        how = " --fix folds it" if problem.path in copy_paths else " --fix rewrites it from the other sources"
+        return Finding(kind, ERROR if kind != "invalid-entry" else WARNING, rel, problem.message + ";" + how + keep,
+                       fixable=True)
+    owner = path.stem if path.parent.name == HOSTS else None
+    advice = (f"; only host {owner} rewrites its shard (its other entries are read from the view and copies)"
+              if owner else "; the session's next hook writes a fresh file")
+    return Finding(kind, ERROR if kind != "invalid-entry" else WARNING, rel, problem.message + advice + keep,
+                   host=owner)
+
+
+def _read_shards(home: Path, host: str) -> tuple[list[ShardData], list[Finding]]:
+    out, rows = [], []
+    for name in sorted(copies.listdir(home / HOSTS)):
+        stem = name[:-5] if name.endswith(".json") else ""
+        if not stem or not is_host_id(stem) or not is_original(name, where="hosts"):
+            continue
+        path = home / HOSTS / name
+        result = read_json(path, root=home, host=host, keep=False)
+        convs: list[dict] = []
+        settings: dict = {}
+        clock, written, fmt = ZERO, 0, 0
+        for value in result.values:
+            if not isinstance(value, dict):
+                continue
+            try:
+                clock = max(clock, Stamp.decode(value.get("clock", "0:0")))
+            except ValueError:
+                pass
+            if isinstance(value.get("written"), int) and not isinstance(value.get("written"), bool):
+                written = max(written, value["written"])
+            if isinstance(value.get("format"), int) and not isinstance(value.get("format"), bool):
+                fmt = max(fmt, value["format"])
+            good = {}
+            for k, v in (value.get("conversations") or {}).items() if isinstance(value.get("conversations"), dict) else ():
+                try:
+                    good[k] = normalize_record(v)
+                except (RecordError, ValueError, TypeError):
+                    continue
+            convs.append(good)
+            for k, v in (value.get("settings") or {}).items() if isinstance(value.get("settings"), dict) else ():
+                try:
+                    s = parse_setting(v)
+                except RecordError:
+                    continue
+                if k not in settings or s.stamp > settings[k].stamp:
+                    settings[k] = s
+        if fmt > SHARD_FORMAT:
+            rows.append(Finding("shard-format", ERROR, f"{HOSTS}/{name}",
+                                f"written by a newer subconscious (format {fmt}); upgrade subconscious on this machine",
+                                host=stem))
+        out.append(ShardData(stem, merge_raw(convs), settings, clock, written, f"{HOSTS}/{name}"))
+    return out, rows
+
+
+def _sessions(store, home: Path) -> tuple[int, list[Finding], list[tuple[Path, ConflictCopy]]]:
+    names = copies.listdir(home)
+    listing = frozenset(names)
+    ambiguous = copies.ambiguous_copies(names)
+    originals = {c.original for c in copies.find(names, "root") if c.original != CONVERSATIONS}
+    for name in ambiguous:
+        c = classify(name, listing, where="root", include_ambiguous=True)
+        if isinstance(c, ConflictCopy):
+            originals.add(c.original)
+    rows: list[Finding] = []
+    count = 0
+    for name in names:
+        if name in ambiguous or not name.startswith("session-") or not name.endswith(".json"):
+            continue
+        sid = name[len("session-"):-len(".json")]
+        if not is_session_id(sid) or not is_original(name):
+            continue
+        count += 1
+        path = home / name
+        result = read_json(path, root=home, host=store.host, keep=False)
+        for p in result.problems:
+            rows.append(_problem_finding(p, home, store.shard_path(), set()))
+        for value in result.values:
+            try:
+                parse_session(value, sid)
+            except RecordError as exc:
+                rows.append(Finding("wrong-type", ERROR, name, f"not a session state: {exc}; "
+                                    "the session's next hook writes a fresh file (its bytes are kept in quarantine/)"))
+    found: list[tuple[Path, ConflictCopy]] = []
+    for original in sorted(originals):
+        sid = original[len("session-"):-len(".json")]
+        if not is_session_id(sid):
+            continue
+        _, problems, folded = store._read_session(sid)  # the store's own reading: copies whose content is ours
+        copy_paths = {str(f.path) for f in folded}
+        for p in problems:
+            if p.path in copy_paths:
+                rows.append(_problem_finding(p, home, store.shard_path(), copy_paths))
+        found += [(f.path, f.copy) for f in folded]
+    return count, rows, found
+
+
+def _quarantine(home: Path) -> list[dict]:
+    items = []
+    for name in sorted(copies.listdir(home / QUARANTINE)):
+        if not name.endswith(".about.json"):
+            continue
+        try:
+            note = json.loads((home / QUARANTINE / name).read_text())
+        except (OSError, ValueError):
+            note = {}
+        if isinstance(note, dict):
+            note["file"] = f"{QUARANTINE}/{name[: -len('.about.json')]}"
+            items.append(note)
+    return items
+
+
+def _temp_files(home: Path, now: float) -> list[Finding]:
+    rows = []
+    for directory in (home, home / HOSTS):
+        for name in copies.listdir(directory):
+            if not name.startswith(TEMP_PREFIX):
+                continue
+            path = directory / name
+            try:
+                age = now - path.stat().st_mtime
+            except OSError:
+                continue
+            if age > TEMP_AGE_S:
+                rows.append(Finding("temp-file", WARNING, _rel(path, home),
+                                    f"temp file of a write interrupted {age / 3600:.1f} h ago; --fix removes it",
+                                    fixable=True))
+    return rows
+
+
+def _locks(locks_dir: Path, timeout: float, now: float) -> list[Finding]:
+    from ..state.locks import probe
+
+    rows = []
+    for name in sorted(copies.listdir(locks_dir)):
+        if not name.endswith(".lock"):
+            continue
+        path = locks_dir / name
+        try:
+            holder = probe(path)
+        except OSError:
+            continue
+        if not holder:
+            continue
+        since = holder.get("since_epoch")
+        age = now - since if isinstance(since, (int, float)) else None
+        if age is not None and age <= timeout:
+            continue
+        held = f"{age:.0f} s" if age is not None else "for an unknown time"
+        rows.append(Finding(
+            "stale-lock", WARNING, str(path),
+            f"host lock {name} held {held} (timeout {timeout:.0f} s) by pid {holder.get('pid')} "
+            f"since {holder.get('since', '?')}: writes on this machine wait for it; if that process hangs, stop it "
+            "(a lock is never broken behind its holder's back)",
+            host=holder.get("host")))
+    return rows
+
+
+def _git(home: Path) -> tuple[Path | None, list[Finding]]:
+    from ..gitsetup import configured_driver, driver_works, existing_ancestor, merge_attr, rel_in, sample_paths, worktree_of, git
+
+    top = worktree_of(existing_ancestor(home))
+    if top is None:
+        return None, []
+    rel = rel_in(top, home)
+    rows = []
+    driver = configured_driver(top)
+    if driver is None:
+        rows.append(Finding(
+            "git-driver-missing", ERROR, str(top),
+            "this git clone has no merge.subconscious.driver: a merge or rebase would leave conflict markers in "
+            "our JSON; --fix sets it (as `subconscious sync setup-git` does; run it in every clone)", fixable=True))
+    elif not driver_works(driver):
+        rows.append(Finding("git-driver-broken", ERROR, str(top),
+                            f"merge.subconscious.driver is {driver!r}, which cannot run here; --fix points it at "
+                            "this installation", fixable=True))
+    if rel is not None:
+        missing = [p for p in sample_paths(rel) if merge_attr(top, p) != "subconscious"]
+        if missing:
+            rows.append(Finding(
+                "git-attributes-missing", WARNING, str(top / ".gitattributes"),
+                f"git would merge {', '.join(missing)} line by line: .gitattributes does not send them to the "
+                "subconscious driver; --fix adds the rules (commit them)", fixable=True))
+        r = git(["ls-files", "-u", "--", rel or "."], top, check=False)
+        unmerged = sorted({ln.split("\t", 1)[1] for ln in r.stdout.splitlines() if "\t" in ln})
+        if unmerged:
+            rows.append(Finding(
+                "git-unmerged", ERROR, str(top),
+                f"git lists {len(unmerged)} of our files as unmerged ({', '.join(unmerged[:3])}"
+                f"{' …' if len(unmerged) > 3 else ''}): once they hold no conflict markers, `git add` them and "
+                "continue the merge or rebase", details={"paths": unmerged}))
+    return top, rows
+
+
+def _encryption(local, store) -> list[Finding]:
+    """Hook for issue 5: sealed values whose key id this machine does not hold, and damaged key files.
+
+    Calls ``subconscious.blockcache.encryption_findings(store, ring)`` when that module exists."""
+    try:
+        from ..blockcache import encryption_findings  # type: ignore[attr-defined]
+        from ..keys import KeyRing
+    except ImportError:
+        return []
+    ring = KeyRing.load(local.keys)
+    rows = []
+    for item in [*getattr(ring, "problems", []), *encryption_findings(store, ring)]:
+        get = item.get if isinstance(item, Mapping) else (lambda k, d=None, i=item: getattr(i, k, d))
+        rows.append(Finding(
+            "encryption", get("severity", WARNING) if get("severity", WARNING) in (ERROR, WARNING, INFO) else WARNING,
+            str(get("path", "") or ""), str(get("message", "") or f"values sealed with unknown key {get('key_id')}"),
+            fixable=False, details={"kind": get("kind"), "key_id": get("key_id")}))
+    return rows
+
+
+def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFAULT_SKEW_S,
+             now_ms: int | None = None) -> Report:
+    from ..localstate import host_identity, local_dirs
+    from ..state.ids import InvalidIdentifier
+    from ..state.locks import DEFAULT_TIMEOUT
+    from ..state.store import Store
+
+    t0 = time.monotonic()
+    findings, home = letta_home_findings(env, cwd)
+    report = Report(home, None, findings)
+    if home is None:
+        report.elapsed_s = time.monotonic() - t0
+        return report
+    local = local_dirs(env)
+    try:
+        host = host_identity(local, env)
+    except (InvalidIdentifier, RuntimeError) as exc:
+        report.findings.append(Finding("letta-home", ERROR, "SUBCONSCIOUS_HOST", str(exc)))
+        report.elapsed_s = time.monotonic() - t0
+        return report
+    report.host = host.id
+    now = time.time()
+    now_ms = int(now * 1000) if now_ms is None else now_ms
+    store = Store(home, host.id, local.locks, local.clocks, host_name=host.name, read_only=True)
+    if home.is_dir():
+        snap = store.read()
+        copy_paths = {str(c.path) for c in snap.copies}
+        for problem in snap.problems:
+            report.findings.append(_problem_finding(problem, home, store.shard_path(), copy_paths))
+        n_sessions, session_rows, session_copies = _sessions(store, home)
+        report.findings += session_rows
+        for found in snap.copies:
+            report.findings.append(_copy_finding(home, found.path, found.copy))
+        for path, copy in session_copies:
+            report.findings.append(_copy_finding(home, path, copy))
+        shards, shard_rows = _read_shards(home, host.id)
+        report.findings += shard_rows
+        report.findings += session_splits(shards, snap.raw)
+        report.findings += split_brain(shards, snap.settings.get("agentId"))
+        report.findings += clock_skew(shards, now_ms, skew_threshold_s)
+        report.findings += legacy_unadopted(snap.raw, merge_raw([s.conversations for s in shards]))
+        report.findings += quarantine_note(_quarantine(home))
+        report.findings += _temp_files(home, now)
+        report.findings += _encryption(local, store)
+        live = snap.live
+        report.counts = {
+            "sessions": n_sessions, "conversations": len(live), "tombstones": len(snap.raw) - len(live),
+            "hosts": len(snap.shards), "conflict_copies": len(snap.copies) + len(session_copies),
+        }
+    else:
+        report.findings.append(Finding("letta-home", INFO, str(home), "no state here yet (nothing written)"))
+        report.counts = {"sessions": 0, "conversations": 0, "tombstones": 0, "hosts": 0, "conflict_copies": 0}
+    report.findings += _locks(local.locks, DEFAULT_TIMEOUT, now)
+    report.git_top, git_rows = _git(home)
+    report.findings += git_rows
+    report.elapsed_s = time.monotonic() - t0
+    return report

@@ -1,0 +1,100 @@
+"""What ``subconscious doctor`` reports: findings, and their table and JSON forms (pure)."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
+
+# Every kind doctor knows, with what it means (shown by --json consumers and the README).
+KINDS: dict[str, str] = {
+    "conflict-copy": "a sync engine's conflict copy of one of our files (folded by --fix, kept under backups/)",
+    "git-conflict-markers": "a state file with git conflict markers (merged by --fix, original kept in quarantine/)",
+    "unparseable": "a state file that is not valid JSON (bytes kept in quarantine/)",
+    "invalid-entry": "entries of a state file that are not of our format (skipped, bytes kept)",
+    "wrong-type": "a state file whose JSON is not what it should be (bytes kept)",
+    "unreadable": "a state file that cannot be read (permissions?)",
+    "quarantined": "files set aside in quarantine/ (kept bytes of files that did not parse)",
+    "session-split": "the same session mapped to different conversations by different hosts",
+    "split-brain": "hosts using different Letta agents for the same home",
+    "legacy-entry": "entries written by the upstream plugin that no host shard holds yet",
+    "stale-lock": "a host lock held longer than its timeout",
+    "git-driver-missing": "a git clone without the merge.subconscious.driver config",
+    "git-driver-broken": "a merge.subconscious.driver whose command cannot run",
+    "git-attributes-missing": "a git repo whose .gitattributes does not send our files to the driver",
+    "git-unmerged": "git still lists our files as unmerged (finish the merge or rebase)",
+    "clock-skew": "a host whose clock differs from the others' beyond the threshold",
+    "letta-home": "LETTA_HOME unexpanded, or pointing somewhere odd",
+    "temp-file": "a leftover temp file of an interrupted write",
+    "shard-format": "a shard written by a newer subconscious",
+    "encryption": "sealed values this machine cannot open (unknown key ids) or damaged key files",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    severity: str  # error | warning | info
+    path: str  # relative to the state dir when inside it
+    message: str
+    fixable: bool = False
+    engine: str | None = None  # conflict copies: which sync engine made it
+    host: str | None = None
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def problem(self) -> bool:
+        """Counts against a clean bill of health (info does not)."""
+        return self.severity in (ERROR, WARNING)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        return {k: v for k, v in out.items() if v not in (None, {}) or k in ("path",)}
+
+
+def ordered(findings: Iterable[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (_RANK.get(f.severity, 9), f.kind, f.path, f.message))
+
+
+def exit_code(findings: Iterable[Finding]) -> int:
+    return 1 if any(f.problem for f in findings) else 0
+
+
+def summary(findings: list[Finding]) -> str:
+    problems = [f for f in findings if f.problem]
+    notes = len(findings) - len(problems)
+    if not problems:
+        head = "no problems found"
+    else:
+        fixable = sum(1 for f in problems if f.fixable)
+        head = f"{len(problems)} problem{'s' * (len(problems) != 1)}"
+        head += f" ({fixable} fixable with --fix)" if fixable else " (none fixable with --fix)"
+    if notes:
+        head += f", {notes} note{'s' * (notes != 1)}"
+    return head
+
+
+def table(findings: list[Finding], width: int | None = None) -> str:
+    """A fixed-column table, messages wrapped to the terminal width."""
+    if not findings:
+        return ""
+    width = width or shutil.get_terminal_size((120, 20)).columns
+    rows = [(f.severity, f.kind, f.path or "-", "yes" if f.fixable else "no", f.message) for f in ordered(findings)]
+    heads = ("SEVERITY", "KIND", "PATH", "FIX", "MESSAGE")
+    w = [max(len(heads[i]), *(len(r[i]) for r in rows)) for i in range(4)]
+    w[2] = min(w[2], 48)
+    lead = sum(w) + 2 * 4
+    msg_width = max(30, width - lead)
+    lines = ["  ".join(h.ljust(w[i]) if i < 4 else h for i, h in enumerate(heads))]
+    for r in rows:
+        path = r[2] if len(r[2]) <= w[2] else "…" + r[2][-(w[2] - 1):]
+        wrapped = textwrap.wrap(r[4], msg_width) or [""]
+        cells = [r[0].ljust(w[0]), r[1].ljust(w[1]), path.ljust(w[2]), r[3].ljust(w[3])]
+        lines.append("  ".join(cells) + "  " + wrapped[0])
+        lines += [" " * lead + cont for cont in wrapped[1:]]
+    return "\n".join(lines)
