@@ -26,11 +26,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .keys import Policy, policy_of, read_policy
+from .keys import KeysError, Policy, check_outside, policy_of, read_policy
 from .state.records import SessionState
-from .state.seal import Key, KeyLookup, SealError, envelope_key_id, is_envelope, open_envelope, seal
+from .state.seal import (
+    Key,
+    KeyLookup,
+    SealError,
+    envelope_key_id,
+    is_envelope,
+    open_envelope,
+    seal,
+)
 
 log = logging.getLogger("subconscious.blockcache")
 
@@ -187,7 +196,7 @@ def store_blocks(store, keyring: KeyLookup | None, session_id: str, values: Mapp
     store.update_session(session_id, change)
     outcome = result[-1]
     if outcome.withheld:
-        log.warning("session %s: key %s is not on this machine; %d block values not cached here "
+        log.info("session %s: key %s is not on this machine; %d block values not cached here "
                     "(import the key: subconscious key import)", session_id, outcome.key_id, outcome.withheld)
     return outcome
 
@@ -209,7 +218,7 @@ def reseal_all(store, keyring: KeyLookup, key: Key | None, *,
     for sid in store.session_ids():
         found: list[tuple[dict[str, int], int]] = []
 
-        def change(current: SessionState | None) -> SessionState | None:
+        def change(current: SessionState | None, sid: str = sid, found: list = found) -> SessionState | None:
             if current is None or not current.last_block_values:
                 return None
             stored, unopened, changed = reseal(current.last_block_values, keyring, key, sid)
@@ -235,11 +244,20 @@ def _finding(kind: str, severity: str, path: str, message: str, **extra: Any) ->
     return {"kind": kind, "severity": severity, "path": path, "message": message, **extra}
 
 
-def encryption_findings(store, keyring, *, policy: Policy | None = None) -> list[dict[str, Any]]:
+def encryption_findings(store, keyring, *, policy: Policy | None = None,
+                        synced_dirs: tuple[Path, ...] = ()) -> list[dict[str, Any]]:
     """What doctor should report about encryption, as plain dicts ``{kind, severity, path, message}``
-    (plus ``paths`` when one finding covers several files). Reads only; never writes."""
+    (plus ``paths`` and ``key_id`` where they apply). ``keyring``: a :class:`keys.KeyRing` (its file
+    problems are included) or any ``{key id: Key}``; ``synced_dirs``: LETTA_HOME and the state home, to
+    check that the key ring is not inside them. Reads only; never writes."""
     policy = policy if policy is not None else policy_of(store.read().settings)
     out: list[dict[str, Any]] = list(getattr(keyring, "problems", []))
+    ring_dir = getattr(keyring, "directory", None)
+    if ring_dir is not None:
+        try:
+            check_outside(ring_dir, *synced_dirs)
+        except KeysError as exc:
+            out.append(_finding("keys-in-synced-dir", "error", str(ring_dir), str(exc)))
     keyring = keyring if keyring is not None else _EMPTY
     home = str(store.home)
     if policy.damaged:

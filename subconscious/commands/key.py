@@ -270,7 +270,7 @@ def status_info(c: "_Ctx") -> dict:
         "hasCurrentKey": p.key_id in c.ring if p.key_id else None,
         "values": counts,
         "readableHere": readable,
-        "findings": encryption_findings(c.store, c.ring, policy=p),
+        "findings": encryption_findings(c.store, c.ring, policy=p, synced_dirs=c.refuse),
     }
 
 

@@ -135,19 +135,35 @@ def test_sealed_when_on_and_nothing_rewritten_when_unchanged(tmp_path):
     assert_no_plaintext(store.home, {"g": "SECRET-new guidance"})
 
 
-def test_a_host_without_the_key_sees_not_cached_and_keeps_the_ciphertext(tmp_path, caplog):
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def test_a_host_without_the_key_sees_not_cached_and_keeps_the_ciphertext(tmp_path):
     alpha = make_store(tmp_path, "alpha")
     write_policy(alpha, ON1)
     store_blocks(alpha, {K1.id: K1}, "s1", BLOCKS)
     sealed = alpha.session_path("s1").read_bytes()
     beta = make_store(tmp_path, "beta")  # same home, no key
     assert load_blocks(beta, {}, "s1") == {}
-    with caplog.at_level(logging.WARNING, logger="subconscious"):
+    logger, handler = logging.getLogger("subconscious.blockcache"), _Records()
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.DEBUG
+    try:
         out = store_blocks(beta, {}, "s1", dict(BLOCKS, guidance="SECRET-beta saw this"))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    logged = "\n".join(handler.lines)
     assert out.mode == "withheld" and out.key_id == K1.id
     assert json.loads(beta.session_path("s1").read_bytes())["lastBlockValues"] == json.loads(sealed)["lastBlockValues"]
     assert load_blocks(alpha, {K1.id: K1}, "s1") == BLOCKS
-    assert K1.id in caplog.text and "SECRET" not in caplog.text
+    assert K1.id in logged and "SECRET" not in logged
     # a new session on the keyless host: nothing cached, nothing in plain text
     store_blocks(beta, None, "s2", BLOCKS)
     assert beta.session(s := "s2").last_block_values == {} and load_blocks(beta, None, s) == {}
@@ -261,3 +277,15 @@ def test_doctor_findings(tmp_path):
     assert "rotation-unfinished" in {f["kind"] for f in encryption_findings(alpha, {K2.id: K2})}
     blob = json.dumps(encryption_findings(beta, {}))
     assert "SECRET" not in blob
+
+
+def test_doctor_flags_a_key_ring_inside_the_synced_home(tmp_path):
+    from subconscious.keys import KeyRing
+
+    store = make_store(tmp_path)
+    ring = KeyRing.load(tmp_path / "home" / "keys")  # e.g. SUBCONSCIOUS_STATE_DIR under LETTA_HOME
+    findings = encryption_findings(store, ring, policy=OFF, synced_dirs=(tmp_path / "home",))
+    assert [(f["kind"], f["severity"]) for f in findings] == [("keys-in-synced-dir", "error")]
+    assert encryption_findings(make_store(tmp_path), KeyRing.load(tmp_path / "local"), policy=OFF,
+                               synced_dirs=(tmp_path / "home",)) == []
+

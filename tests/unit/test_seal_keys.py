@@ -21,8 +21,8 @@ from subconscious.keys import (
     import_key,
     policy_of,
 )
-from subconscious.state.records import Setting
 from subconscious.state.clock import Stamp
+from subconscious.state.records import Setting
 from subconscious.state.seal import Key, open_envelope, seal
 
 FAST = dict(n=2**10, r=8, p=1)  # cheap scrypt for tests; the default cost is exercised once below
