@@ -26,6 +26,7 @@ PREFERRED_MODELS: tuple[str, ...] = (
     "letta/auto", "anthropic/claude-sonnet-4-5", "openai/gpt-4.1-mini", "anthropic/claude-haiku-4-5",
     "openai/gpt-5.2", "google_ai/gemini-3-flash", "google_ai/gemini-2.5-flash", "minimax/MiniMax-M2.7",
 )
+LAST_RESORT_MODELS = frozenset({"letta/letta-free"})
 BUNDLED_AGENT_FILE = Path(__file__).resolve().parent.parent / "data" / "Subconscious.af"
 
 
@@ -75,7 +76,7 @@ class ModelChoice:
 def choose_model(available: Sequence[str], current: str | None, requested: str | None,
                  preferences: Sequence[str] = PREFERRED_MODELS) -> ModelChoice:
     """LETTA_MODEL if offered, else the agent's current model if offered, else the first offered preference,
-    else the server's first model."""
+    else the server's first model (letta/letta-free only if nothing else is offered)."""
     offered = [m for m in available if isinstance(m, str) and m]
     notes: list[str] = []
     if requested:
@@ -89,7 +90,10 @@ def choose_model(available: Sequence[str], current: str | None, requested: str |
         if pref in offered:
             return ModelChoice(pref, "preferred", tuple(notes))
     if offered:
-        return ModelChoice(offered[0], "server-first", tuple(notes))
+        # letta/letta-free is listed first by every self-hosted server but calls Letta's hosted inference over
+        # the internet; a provider the user configured (e.g. openai-proxy/<model>) is the better default there.
+        usable = [m for m in offered if m not in LAST_RESORT_MODELS] or offered
+        return ModelChoice(usable[0], "server-first", tuple(notes))
     notes.append("the server lists no models; the agent's model was left as it is")
     return ModelChoice(None, "none-available", tuple(notes))
 

@@ -6,7 +6,6 @@ errors or reprs. ``transport=`` is the seam for tests (``httpx.MockTransport``, 
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -14,9 +13,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import httpx
 
 from .config import DEFAULT_BASE_URL, LettaSettings, check_id, display_url, normalize_base_url
-from .errors import (LettaAuthError, LettaConflictError, LettaConnectionError, LettaError, LettaHTTPError,
-                     LettaNotFoundError, LettaProtocolError, LettaServerError, LettaStreamError,
-                     LettaTimeoutError, redact)
+from .errors import (LettaConnectionError, LettaError, LettaHTTPError, LettaNotFoundError, LettaProtocolError,
+                     LettaStreamError, LettaTimeoutError, detail_of, error_for_status, redact)
 from .messages import ClientTool, ToolResult, TurnResult, approval_message, fold_items, turn_from_response, \
     user_message
 from .sse import letta_stream
@@ -112,29 +110,12 @@ class LettaClient:
                                     "check the network and LETTA_BASE_URL; retry later", detail=detail)
 
     def _http_error(self, what: str, resp: httpx.Response) -> LettaHTTPError:
-        code = resp.status_code
         try:
-            body = resp.json()
-            detail = body.get("detail", body) if isinstance(body, dict) else body
-            detail = detail if isinstance(detail, str) else json.dumps(detail)
-        except (ValueError, UnicodeDecodeError):
-            detail = resp.text
-        detail = self._redact(detail.strip())
-        what = f"{what}: HTTP {code}"
-        if code in (401, 403):
-            return LettaAuthError(what, f"check LETTA_API_KEY: it is {'set but refused' if self._api_key else 'not set'}"
-                                        f" by {self._where()}", status=code, detail=detail)
-        if code == 404:
-            return LettaNotFoundError(what, f"check the id and that LETTA_BASE_URL ({self._where()}) is the server "
-                                            "that holds it", status=code, detail=detail)
-        if code == 409:
-            return LettaConflictError(what, "another request is still running on this conversation; retry when "
-                                            "it has finished", status=code, detail=detail)
-        if code >= 500:
-            return LettaServerError(what, "the Letta server or its model provider failed; see the server log, "
-                                          "retry later", status=code, detail=detail)
-        return LettaHTTPError(what, "the server rejected the request; this is likely a subconscious bug or an "
-                                    "incompatible server version", status=code, detail=detail)
+            text = resp.text
+        except (UnicodeDecodeError, httpx.HTTPError):
+            text = ""
+        return error_for_status(what, resp.status_code, self._redact(detail_of(text)), where=self._where(),
+                                key_set=bool(self._api_key))
 
     def _request(self, what: str, method: str, path: str, *, timeout: TimeoutArg = None, **kw):
         t = _timeout(timeout, self._default_timeout)

@@ -6,6 +6,8 @@ with ``from None`` so the request (and its Authorization header) is not attached
 """
 from __future__ import annotations
 
+import json
+
 _MIN_SECRET_PIECE = 6
 
 
@@ -103,3 +105,32 @@ def redact(text: str, secret: str | None, limit: int = 600) -> str:
             out.append(text[i])
             i += 1
     return "".join(out)
+
+
+def detail_of(body_text: str) -> str:
+    """The human part of an error body: FastAPI's {"detail": ...}, or the text itself."""
+    try:
+        body = json.loads(body_text)
+    except ValueError:
+        return body_text.strip()
+    detail = body.get("detail", body) if isinstance(body, dict) else body
+    return (detail if isinstance(detail, str) else json.dumps(detail)).strip()
+
+
+def error_for_status(what: str, status: int, detail: str, *, where: str, key_set: bool) -> LettaHTTPError:
+    """The LettaHTTPError for an HTTP error status (``detail`` must already be redacted)."""
+    what = f"{what}: HTTP {status}"
+    if status in (401, 403):
+        return LettaAuthError(what, f"check LETTA_API_KEY: it is {'set but refused' if key_set else 'not set'} "
+                                    f"by {where}", status=status, detail=detail)
+    if status == 404:
+        return LettaNotFoundError(what, f"check the id and that LETTA_BASE_URL ({where}) is the server that "
+                                        "holds it", status=status, detail=detail)
+    if status == 409:
+        return LettaConflictError(what, "another request is still running on this conversation; retry when it "
+                                        "has finished", status=status, detail=detail)
+    if status >= 500:
+        return LettaServerError(what, "the Letta server or its model provider failed; see the server log, "
+                                      "retry later", status=status, detail=detail)
+    return LettaHTTPError(what, "the server rejected the request; this is likely a subconscious bug or an "
+                                "incompatible server version", status=status, detail=detail)

@@ -129,6 +129,17 @@ def parse_directives(text: str) -> dict:
     return out
 
 
+def tool_result_text(content: str) -> str:
+    """Letta wraps tool results as JSON {"status", "message", "time"}; the message is what the tool said."""
+    try:
+        obj = json.loads(content)
+    except ValueError:
+        return content
+    if isinstance(obj, dict) and "message" in obj:
+        return obj["message"] if isinstance(obj["message"], str) else json.dumps(obj["message"])
+    return content
+
+
 def offered_tools(tools) -> dict:
     """{name: JSON schema of parameters} for the tools of a chat request."""
     out = {}
@@ -167,7 +178,8 @@ def decide(body: dict) -> dict:
     calls_made = [((tc.get("function") or {}).get("name") or "?")
                   for m in after if isinstance(m, dict) and m.get("role") == "assistant"
                   for tc in (m.get("tool_calls") or [])]
-    results = [text_of(m.get("content")) for m in after if isinstance(m, dict) and m.get("role") == "tool"]
+    results = [tool_result_text(text_of(m.get("content")))
+               for m in after if isinstance(m, dict) and m.get("role") == "tool"]
     pending = d["actions"][len(calls_made):]
     if pending:
         name, args = pending[0]

@@ -10,7 +10,8 @@ OpenAI-compatible model (tests/harness/fake_llm.py).
     python -m tests.harness.letta_server stop
 
 From Python: ``srv = start_server(); ...; srv.stop()``. Only processes this module started (PIDs recorded in
-the run directory) are ever signalled, and the run directory is removed on stop.
+the run directory) are ever signalled, and the run directory is removed on stop (kept after a failed start
+if SUBCONSCIOUS_KEEP_FAILED_RUN is set, for its logs).
 
 Cache: ``$SUBCONSCIOUS_TEST_CACHE`` (default ``~/.cache/subconscious-tests``) holds
 ``letta-venv-<sha256 of the requirements file, 12 hex>`` with the sdist's alembic migrations inside.
@@ -279,7 +280,7 @@ class LettaServer:
         except OSError:
             return ""
 
-    def stop(self) -> None:
+    def stop(self, remove_run_dir: bool = True) -> None:
         """Stop what start_server started (by recorded PID), stop PostgreSQL, remove the run directory."""
         for name in ("letta", "fake_llm"):
             pid = self.pids.get(name)
@@ -292,7 +293,8 @@ class LettaServer:
         pgpid = self.pids.get("postgres")
         if pgpid and _pid_alive(pgpid) and _pid_cmd_contains(pgpid, str(data)):
             _stop_pid(pgpid, "postgres")
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if remove_run_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
         cur = cache_root() / CURRENT
         with contextlib.suppress(OSError, ValueError):
             if json.loads(cur.read_text()).get("run_dir") == self.run_dir:
@@ -476,11 +478,10 @@ def start_server(run_dir: str | os.PathLike | None = None) -> LettaServer:
         timings["total_start_s"] = round(time.monotonic() - t0, 2)
         srv.save()
     except BaseException:
-        keep = os.environ.get("SUBCONSCIOUS_KEEP_FAILED_RUN")
+        keep = bool(os.environ.get("SUBCONSCIOUS_KEEP_FAILED_RUN"))
         if keep:
-            _log(f"start failed; run dir kept at {run}")
-            srv.run_dir = str(Path(tempfile.mkdtemp(prefix="subconscious-letta-dead-")))
-        srv.stop()
+            _log(f"start failed; logs kept in {run}")
+        srv.stop(remove_run_dir=not keep)
         raise
     return srv
 

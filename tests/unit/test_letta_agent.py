@@ -59,9 +59,15 @@ def test_choose_model_rules(available, current, requested):
         assert (c.model, c.reason) == (current, "kept")
     else:
         prefs = [p for p in PREFERRED_MODELS if p in available]
-        assert c.model == (prefs[0] if prefs else available[0])
+        others = [m for m in available if m != "letta/letta-free"] or available
+        assert c.model == (prefs[0] if prefs else others[0])
     if requested and requested not in available:
         assert any("LETTA_MODEL" in n for n in c.notes)
+
+
+def test_letta_free_only_as_a_last_resort():
+    assert choose_model(["letta/letta-free", "openai-proxy/m"], None, None).model == "openai-proxy/m"
+    assert choose_model(["letta/letta-free"], None, None).model == "letta/letta-free"
 
 
 def test_model_patch():
@@ -185,8 +191,9 @@ def test_unparseable_user_config_is_never_overwritten(tmp_path):
 def test_unoffered_model_is_replaced_by_patch(tmp_path):
     srv = FakeServer({A2: "anthropic/claude-sonnet-4-5"})
     r = _resolve(srv, tmp_path, pinned=A2, env={"LETTA_MODEL": "gone/model", "LETTA_CONTEXT_WINDOW": "20000"})
-    # LETTA_MODEL not offered, current not offered, no preference offered -> the server's first model
-    assert r.model_changed and r.model == "letta/letta-free"
+    # LETTA_MODEL not offered, current not offered, no preference offered -> the server's first model,
+    # skipping letta/letta-free (hosted inference) when the server offers the user's own provider
+    assert r.model_changed and r.model == "openai-proxy/fake-model"
     assert r.agent["llm_config"]["context_window"] == 20000
     assert ("PATCH", f"/v1/agents/{A2}") in srv.calls
     assert any("gone/model" in n for n in r.notes)

@@ -1,0 +1,88 @@
+"""Stdlib-only reads for the per-tool hot path (PreToolUse): no httpx import.
+
+``import subconscious.letta.lite`` costs about 20 ms (urllib) where ``subconscious.letta.client`` costs
+about 75 ms (httpx). Only the GETs a hook needs are here; everything else uses ``LettaClient``. Errors are
+the same LettaError family with the same messages, and the API key is kept out of them the same way.
+Proxies from the environment (HTTPS_PROXY, NO_PROXY) are honoured, as httpx does.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Callable
+
+from .config import check_id, display_url, normalize_base_url
+from .errors import LettaConnectionError, LettaError, LettaProtocolError, LettaTimeoutError, detail_of, \
+    error_for_status, redact
+
+Opener = Callable[..., object]  # urllib.request.urlopen-compatible (the test seam)
+
+
+def get_json(base_url: str | None, path: str, *, api_key: str | None = None, params: dict | None = None,
+             timeout: float = 3.0, what: str = "reading from Letta", opener: Opener | None = None):
+    """GET ``{base}/v1/{path}`` and decode JSON; ``timeout`` bounds the connect and each read."""
+    base = normalize_base_url(base_url)
+    url = f"{base}/{path.lstrip('/')}"
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    headers = {"Accept": "application/json", "User-Agent": "subconscious-letta-lite"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(url, headers=headers, method="GET")
+    where = display_url(base)
+    failure: LettaError | None = None
+    body = b""
+    try:
+        with (opener or urllib.request.urlopen)(req, timeout=timeout) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as e:
+        try:
+            text = e.read().decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        failure = error_for_status(what, e.code, redact(detail_of(text), api_key), where=where,
+                                   key_set=bool(api_key))
+    except (TimeoutError, socket.timeout):
+        failure = LettaTimeoutError(f"{what} timed out (limit {timeout:g} s)",
+                                    f"the Letta server at {where} is slow or unreachable; retry later")
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        if isinstance(reason, (TimeoutError, socket.timeout)):
+            failure = LettaTimeoutError(f"{what} timed out (limit {timeout:g} s)",
+                                        f"the Letta server at {where} is slow or unreachable; retry later")
+        else:
+            failure = LettaConnectionError(f"{what}: cannot connect to Letta at {where}",
+                                           "start the server or fix LETTA_BASE_URL",
+                                           detail=redact(str(reason), api_key))
+    if failure is not None:
+        raise failure  # outside the except blocks: no chain to the urllib error or its request headers
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        raise LettaProtocolError(f"{what}: the answer is not JSON", f"is LETTA_BASE_URL ({where}) a Letta server?",
+                                 detail=redact(body[:200].decode("utf-8", "replace"), api_key)) from None
+
+
+def list_messages(base_url: str | None, conversation_id: str, *, api_key: str | None = None, limit: int = 20,
+                  order: str = "desc", timeout: float = 3.0, opener: Opener | None = None) -> list[dict]:
+    """Messages of a conversation, newest first by default (same as LettaClient.list_messages)."""
+    body = get_json(base_url, f"conversations/{check_id(conversation_id, 'conversation id')}/messages",
+                    api_key=api_key, params={"limit": int(limit), "order": order}, timeout=timeout,
+                    what=f"listing messages of {conversation_id}", opener=opener)
+    if not isinstance(body, list):
+        raise LettaProtocolError("listing messages: the answer is not a list", "", detail=str(body)[:200])
+    return [m for m in body if isinstance(m, dict)]
+
+
+def get_agent(base_url: str | None, agent_id: str, *, api_key: str | None = None, timeout: float = 3.0,
+              opener: Opener | None = None) -> dict:
+    """The agent with its memory blocks (same as LettaClient.get_agent(include_blocks=True))."""
+    body = get_json(base_url, f"agents/{check_id(agent_id, 'agent id')}", api_key=api_key,
+                    params={"include": "agent.blocks"}, timeout=timeout, what=f"reading agent {agent_id}",
+                    opener=opener)
+    if not isinstance(body, dict):
+        raise LettaProtocolError("reading the agent: the answer is not an object", "", detail=str(body)[:200])
+    return body

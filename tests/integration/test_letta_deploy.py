@@ -1,0 +1,74 @@
+"""deploy/letta-server.sh, the user-facing self-hosted server script, run for real.
+
+Its install (letta 0.16.8 venv, ~1.2 GB, 2-3 minutes) is kept in the test cache and reused by later runs.
+The model provider it is pointed at is the harness's fake LLM, standing in for the user's OpenAI-compatible
+endpoint (OPENAI_BASE_URL).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from subconscious.letta.agent import resolve_agent
+from subconscious.letta.client import LettaClient
+from subconscious.letta.config import LettaSettings
+from tests.harness.letta_server import cache_root, free_port
+
+pytestmark = [pytest.mark.letta, pytest.mark.slow]
+
+SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "letta-server.sh"
+
+
+def _home() -> Path:
+    # as root, postgres runs as an unprivileged user that cannot enter /root: keep the install elsewhere
+    base = Path("/var/cache/subconscious-tests") if os.geteuid() == 0 and not os.environ.get(
+        "SUBCONSCIOUS_TEST_CACHE") else cache_root()
+    return base / "letta-deploy-0.16.8"
+
+
+def run(cmd: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), cmd], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_install_start_status_stop_with_the_users_provider(letta_server, fake_llm, tmp_path):
+    home = _home()
+    home.parent.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chmod(home.parent, 0o755)
+    port, pg_port = free_port(), free_port()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SUBCONSCIOUS_LETTA_HOME": str(home),
+           "LETTA_PORT": str(port), "PG_PORT": str(pg_port),
+           "OPENAI_API_KEY": "sk-user-provider-key", "OPENAI_BASE_URL": f"{letta_server.fake_llm_url}/v1"}
+    if not (home / "venv" / ".installed-0.16.8").exists():
+        r = run("install", env, timeout=1200)
+        assert r.returncode == 0, r.stderr[-3000:]
+    r = run("start", env)
+    try:
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert f"http://127.0.0.1:{port}" in r.stderr
+        st = run("status", env)
+        assert st.returncode == 0 and "letta: up" in st.stdout and "postgres: up" in st.stdout
+        assert run("env", env).stdout.strip() == f"export LETTA_BASE_URL=http://127.0.0.1:{port}"
+        again = run("start", env)
+        assert again.returncode == 0 and "already running" in again.stderr
+        pid = int((home / "run" / "letta.pid").read_text())
+
+        settings = LettaSettings.from_env({"LETTA_BASE_URL": f"http://127.0.0.1:{port}"})
+        with LettaClient.from_settings(settings) as c:
+            resolved = resolve_agent(c, settings, config_path=tmp_path / "config.json")
+            # no preference offered: the user's own provider, not letta/letta-free (internet)
+            assert resolved.model == "openai-proxy/fake-model"
+            conv = c.create_conversation(resolved.agent_id)["id"]
+            assert c.send_message(conv, "hello from deploy").text == "ECHO: hello from deploy"
+            httpx.delete(f"{c.base_url}/agents/{resolved.agent_id}")
+        assert any(r["path"] == "/chat/completions" for r in fake_llm.requests())
+    finally:
+        stop = run("stop", env)
+    assert stop.returncode == 0, stop.stderr
+    assert not Path(f"/proc/{pid}").exists()
+    st = run("status", env)
+    assert st.returncode == 1 and "letta: down" in st.stdout and "postgres: down" in st.stdout

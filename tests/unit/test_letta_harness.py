@@ -1,0 +1,40 @@
+"""The Letta harness stops only what it started and cleans up after itself."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from tests.harness.letta_server import LettaServer, _pid_alive, requirements_key, venv_dir
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def test_stop_signals_recorded_pids_only_and_removes_the_run_dir(tmp_path):
+    ours, bystander = _sleeper(), _sleeper()
+    run = tmp_path / "run"
+    (run / "pg" / "data").mkdir(parents=True)
+    try:
+        srv = LettaServer(base_url="", fake_llm_url="", run_dir=str(run), letta_port=0, fake_llm_port=0, pg_port=0,
+                          pids={"letta": ours.pid, "postgres": bystander.pid})
+        srv.stop()
+        ours.wait(timeout=20)
+        assert ours.returncode is not None
+        # "postgres" is only signalled if its command line names our data directory: the bystander survives
+        time.sleep(0.2)
+        assert bystander.poll() is None and _pid_alive(bystander.pid)
+        assert not run.exists()
+        srv.stop()  # idempotent
+    finally:
+        for p in (ours, bystander):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_venv_is_cached_outside_the_clone_keyed_on_the_pins(monkeypatch, tmp_path):
+    monkeypatch.setenv("SUBCONSCIOUS_TEST_CACHE", str(tmp_path / "cache"))
+    assert venv_dir() == tmp_path / "cache" / f"letta-venv-{requirements_key()}"
+    assert len(requirements_key()) == 12
