@@ -10,6 +10,8 @@ import sys
 # verb → (module, help). The module has ``add_arguments(parser)`` and ``run(args) -> int``.
 VERBS: dict[str, tuple[str, str]] = {
     "status": ("subconscious.commands.status", "show where state lives and what was found there"),
+    "hook": ("subconscious.commands.hook", "run a Claude Code hook (JSON on stdin); always exits 0"),
+    "worker": ("subconscious.commands.worker", "deliver pending transcripts to Letta (started by the Stop hook)"),
     "key": ("subconscious.commands.key", "encrypt the cached memory blocks in the shared home: init, export, import, rotate"),
     "doctor": ("subconscious.commands.doctor", "find and repair what sync engines, git and clocks did to the shared state"),
     "watch": ("subconscious.commands.watch", "fold sync engines' conflict copies as they appear (runs until stopped)"),
@@ -39,11 +41,27 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     active = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(active if active in VERBS else None)
-    args = parser.parse_args(argv)
+    if active == "hook":  # a usage error must not exit 2: Claude Code would block the prompt or tool call
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:
+            return 0 if exc.code in (0, None) else _hook_usage_error(argv)
+    else:
+        args = parser.parse_args(argv)
     if not args.verb:
         parser.print_help()
         return 2
     return int(importlib.import_module(VERBS[args.verb][0]).run(args) or 0)
+
+
+def _hook_usage_error(argv: list[str]) -> int:
+    from .hookrun import _logger
+
+    try:
+        _logger().warning("hook: bad arguments %r ignored", argv[1:])
+    except Exception:
+        pass
+    return 0
 
 
 if __name__ == "__main__":

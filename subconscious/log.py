@@ -45,7 +45,9 @@ def setup(log_dir: Path, *, debug: bool = False, name: str = "subconscious") -> 
     path = log_dir / f"{name}.log"
     if path in _configured:
         return logger
-    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    from .state.files import ensure_dir
+
+    ensure_dir(log_dir)  # every directory it creates is 0700, parents included
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.close(fd)
     handler = logging.FileHandler(path, encoding="utf-8")

@@ -243,11 +243,19 @@ short note addressed to Claude Code; it is shown to Claude before the next promp
 Say nothing if there is nothing useful to add."""
 
 
-def render_update(session_id: str, messages: Sequence[Message]) -> str:
+def render_update(session_id: str, messages: Sequence[Message], lines: tuple[int, int] | None = None) -> str:
+    """The update XML. ``lines`` (first, last transcript line index) is recorded as ``<lines>`` so a
+    delivery whose outcome was unknown can be recognised in the conversation and not sent twice."""
     body = "\n".join('<message role="%s">\n%s\n</message>' % (m.role, xml_escape(m.text)) for m in messages)
-    return ("<claude_code_session_update>\n<session_id>%s</session_id>\n\n<transcript>\n%s\n</transcript>\n\n"
+    span = '<lines first="%d" last="%d"/>\n' % lines if lines is not None else ""
+    return ("<claude_code_session_update>\n<session_id>%s</session_id>\n%s\n<transcript>\n%s\n</transcript>\n\n"
             "<instructions>\n%s\n</instructions>\n</claude_code_session_update>"
-            % (xml_escape(session_id), body, UPDATE_INSTRUCTIONS))
+            % (xml_escape(session_id), span, body, UPDATE_INSTRUCTIONS))
+
+
+def lines_marker(session_id: str, first: int) -> str:
+    """What a delivered update starting at line ``first`` contains (searched for in the conversation)."""
+    return '<session_id>%s</session_id>\n<lines first="%d" last="' % (xml_escape(session_id), first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +331,7 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
             size += len(m.text)
     if more:
         invalid = [i for i in invalid if i <= new_cursor]
-    payload = render_update(session_id, messages) if messages else None
+    payload = render_update(session_id, messages, (cursor + 1, new_cursor)) if messages else None
     return Update(payload, new_cursor, tuple(messages), tuple(invalid), more)
 
 

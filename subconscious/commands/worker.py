@@ -1,0 +1,37 @@
+"""``subconscious worker``: deliver pending transcripts (the Stop hook starts it detached)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--session", help="deliver this session only (default: every session with pending work)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import localsession
+    from ..log import setup
+    from ..runtime import runtime
+    from ..state.ids import InvalidIdentifier, check_session_id
+    from ..worker import deliver
+
+    rt = runtime(os.environ)
+    log = setup(rt.local.logs, debug=rt.settings.debug)
+    try:
+        sessions = [check_session_id(args.session)] if args.session else localsession.pending(rt.local.root / "sessions")
+    except InvalidIdentifier as exc:
+        print(f"subconscious worker: {exc}", file=sys.stderr)
+        return 2
+    failed = 0
+    for sid in sessions:
+        try:
+            result = deliver(rt, sid)
+        except Exception as exc:  # noqa: BLE001 - a detached worker has nowhere else to report
+            log.exception("worker %s: %s", sid, exc)
+            failed += 1
+            continue
+        failed += result.error is not None
+    return 1 if failed else 0

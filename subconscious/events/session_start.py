@@ -1,0 +1,87 @@
+"""SessionStart: resolve the agent (once per session), create or reuse this session's conversation,
+record it, queue the start message for the worker and clean legacy CLAUDE.md sections."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from .. import localsession
+from ..hookrun import HookEvent
+from ..pipeline import SessionContext, now_iso, open_session
+from ..state.records import SessionState
+
+log = logging.getLogger("subconscious")
+PIN = "agentId"
+
+
+def resolve(ctx: SessionContext, client) -> tuple[str, str]:
+    """(agent id, agent name); pins the agent in the shared home so every machine feeds one agent."""
+    from ..letta.agent import resolve_agent
+    from ..letta.config import LettaSettings
+
+    letta_settings = LettaSettings.from_env(os.environ)  # validates LETTA_AGENT_ID with a helpful message
+    pinned = ctx.store.setting(PIN)
+    resolved = resolve_agent(client, letta_settings, pinned_agent_id=pinned if isinstance(pinned, str) else None)
+    for note in resolved.notes:
+        log.info("session-start: %s", note)
+    if resolved.source != "env" and pinned != resolved.agent_id:
+        ctx.store.put_setting(PIN, resolved.agent_id)
+        log.info("session-start: pinned agent %s in %s (%s)", resolved.agent_id, ctx.store.home, resolved.source)
+    return resolved.agent_id, str(resolved.agent.get("name") or "Subconscious")
+
+
+def conversation_for(ctx: SessionContext, client, agent_id: str) -> str:
+    entry = ctx.store.conversation(ctx.session_id)
+    if entry is not None and entry.agent_id == agent_id:
+        return entry.conversation_id  # resume, or a second hook run: same conversation
+    if entry is not None and entry.agent_id is None:
+        # upstream's legacy entry (a bare conversation id): keep the conversation, record its agent
+        ctx.store.put_conversation(ctx.session_id, entry.conversation_id, agent_id)
+        return entry.conversation_id
+    conv = client.create_conversation(agent_id)["id"]
+    if entry is not None:
+        log.info("session-start: agent changed (%s → %s); new conversation %s", entry.agent_id, agent_id, conv)
+    ctx.store.put_conversation(ctx.session_id, conv, agent_id)
+    return conv
+
+
+def handle(event: HookEvent) -> str | None:
+    ctx = open_session(event)
+    with ctx.client(timeout=ctx.remaining(10.0)) as client:
+        agent_id, agent_name = resolve(ctx, client)
+        conv = conversation_for(ctx, client, agent_id)
+
+    def record(cur: SessionState | None) -> SessionState:
+        base = cur or SessionState(ctx.session_id, started_at=now_iso())
+        if base.conversation_id != conv:  # a new conversation has seen no messages and no blocks
+            base = base.evolve(last_seen_message_id=None, last_block_values=None)
+        return base.evolve(conversation_id=conv, agent_id=agent_id)
+
+    ctx.store.update_session(ctx.session_id, record)
+
+    from ..transcript import session_start_message
+
+    cwd = event.cwd or os.getcwd()
+    local = localsession.load(ctx.sessions_dir, ctx.session_id)
+    local.agent_name = agent_name
+    local.cwd = cwd
+    if isinstance(event.data.get("transcript_path"), str):
+        local.transcript_path = event.data["transcript_path"]
+    local.pending_start = session_start_message(
+        project=ctx.settings.project or Path(cwd).name, path=cwd, session_id=ctx.session_id,
+        timestamp=now_iso(), sdk_tools_mode=ctx.settings.sdk_tools, machine=ctx.rt.host.name,
+    )
+    localsession.save(ctx.sessions_dir, local)
+
+    from ..claudemd import clean
+
+    if clean(Path(cwd)):
+        log.info("session-start: removed legacy <letta> sections from %s/CLAUDE.md", cwd)
+    from ..spawn import spawn_worker
+
+    spawn_worker(ctx.session_id, cwd)
+    log.info("session-start: session %s → conversation %s (agent %s, source %s)", ctx.session_id, conv,
+             agent_id, event.data.get("source"))
+    return None

@@ -1,0 +1,106 @@
+"""Running one Claude Code hook so that it can never break Claude Code.
+
+- stdin is read once (capped at 8 MiB) and parsed; malformed input is logged, not raised;
+- a hard deadline below the hook's timeout in hooks.json: when it passes, the reason is logged and the
+  process exits 0 at once (SIGALRM), whatever it was waiting on;
+- any exception is logged with a one-line reason (the traceback only with LETTA_DEBUG), never printed;
+- stdout gets the hook's output only when the handler finished; the exit code is always 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+# event name on the command line → (module, deadline in seconds; hooks.json timeouts are 15/10/5/120)
+EVENTS: dict[str, tuple[str, float]] = {
+    "session-start": ("subconscious.events.session_start", 12.0),
+    "user-prompt-submit": ("subconscious.events.prompt", 8.0),
+    "pre-tool-use": ("subconscious.events.pre_tool", 4.0),
+    "stop": ("subconscious.events.stop", 10.0),
+}
+STDIN_CAP = 8 * 1024 * 1024
+
+
+@dataclass
+class HookEvent:
+    name: str
+    data: dict[str, Any]
+    env: Any = field(default_factory=lambda: os.environ)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def session_id(self) -> Any:
+        return self.data.get("session_id")
+
+    @property
+    def cwd(self) -> str | None:
+        cwd = self.data.get("cwd")
+        return cwd if isinstance(cwd, str) and cwd else None
+
+
+def _logger():
+    from .localstate import local_dirs
+    from .log import setup
+
+    return setup(local_dirs(os.environ).logs, debug=os.environ.get("LETTA_DEBUG", "") in ("1", "true", "yes"))
+
+
+def run(event_name: str, stdin=None, stdout=None) -> int:
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    try:
+        log = _logger()
+    except Exception:  # no writable state dir: still never break Claude Code
+        log = None
+    spec = EVENTS.get(event_name)
+    if spec is None:
+        if log:
+            log.warning("hook: unknown event %r ignored (known: %s)", event_name, ", ".join(EVENTS))
+        return 0
+    module_name, deadline = spec
+
+    def on_deadline(signum, frame):  # pragma: no cover - exercised by the fault tests in a subprocess
+        if log:
+            log.warning("hook %s: gave up after %.1f s (deadline) — Claude Code goes on without it", event_name, deadline)
+        os._exit(0)
+
+    if hasattr(signal, "SIGALRM"):
+        signal.signal(signal.SIGALRM, on_deadline)
+        signal.setitimer(signal.ITIMER_REAL, deadline)
+    try:
+        raw = stdin.buffer.read(STDIN_CAP + 1) if hasattr(stdin, "buffer") else stdin.read(STDIN_CAP + 1)
+        if len(raw) > STDIN_CAP:
+            raise ValueError(f"hook input larger than {STDIN_CAP} bytes")
+        data = json.loads(raw or "{}")
+        if not isinstance(data, dict):
+            raise ValueError(f"hook input is a JSON {type(data).__name__}, expected an object")
+    except (ValueError, UnicodeDecodeError) as exc:
+        if log:
+            log.warning("hook %s: malformed input on stdin (%s); did nothing", event_name, str(exc)[:200])
+        return 0
+    event = HookEvent(event_name, data)
+    try:
+        handler = importlib.import_module(module_name).handle
+        output = handler(event)
+        if output:
+            stdout.write(output if output.endswith("\n") else output + "\n")
+            stdout.flush()
+        if log:
+            log.debug("hook %s: done in %.0f ms", event_name, (time.monotonic() - event.started) * 1000)
+    except Exception as exc:  # noqa: BLE001 - the whole point: log, never raise into Claude Code
+        if log and getattr(exc, "quiet", False):
+            log.debug("hook %s: skipped: %s", event_name, exc)
+        elif log:
+            log.warning("hook %s: %s: %s", event_name, type(exc).__name__, str(exc)[:500],
+                        exc_info=os.environ.get("LETTA_DEBUG", "") in ("1", "true", "yes"))
+    finally:
+        if hasattr(signal, "SIGALRM"):
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    return 0

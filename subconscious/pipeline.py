@@ -1,0 +1,66 @@
+"""What every hook needs before it can act: validated input, settings, the store, a Letta client.
+
+Imports are local to each function so that a hook pays only for what it touches.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .hookrun import HookEvent
+from .runtime import Runtime, runtime
+from .state.ids import check_session_id
+from .state.store import Store
+
+
+class Skip(Exception):
+    """Nothing to do for this hook (mode off, no session yet, …); the reason is logged at debug level."""
+
+    quiet = True
+
+
+@dataclass
+class SessionContext:
+    event: HookEvent
+    rt: Runtime
+    store: Store
+    session_id: str
+
+    @property
+    def settings(self):
+        return self.rt.settings
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.rt.local.root / "sessions"
+
+    def client(self, timeout: float | None = None):
+        from .letta.client import LettaClient
+
+        if not self.settings.api_key and "api.letta.com" in self.settings.base_url:
+            raise Skip("LETTA_API_KEY is not set (needed for Letta Cloud)")
+        kw = {}
+        if timeout is not None:
+            import httpx
+
+            kw["timeout"] = httpx.Timeout(timeout, connect=min(3.0, timeout))
+        return LettaClient(self.settings.base_url, self.settings.api_key, **kw)
+
+    def remaining(self, budget: float) -> float:
+        """Seconds left of ``budget`` since the hook started (for request timeouts)."""
+        return max(0.5, budget - (time.monotonic() - self.event.started))
+
+
+def open_session(event: HookEvent) -> SessionContext:
+    sid = check_session_id(event.session_id)
+    rt = runtime(os.environ, cwd=event.cwd)
+    if rt.settings.mode == "off":
+        raise Skip("LETTA_MODE=off")
+    return SessionContext(event, rt, rt.store(), sid)
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
