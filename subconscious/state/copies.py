@@ -19,6 +19,15 @@ from .files import ensure_dir
 BACKUPS = "backups"
 _PLAIN_ROOT = re.compile(r"session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|quarantine|backups")
 _PLAIN_HOSTS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.json")
+# Strong copy names made only of the characters of plain names (OneDrive's Linux client, Nextcloud's
+# legacy form): a plain-looking name that matches these still goes through the classifier.
+_PLAIN_LOOKING_COPY = re.compile(r"-safeBackup-\d{4,}\.json$|_conflict-\d{8}-\d{6}\.json$")
+
+
+def plain(name: str, where: str = "root") -> bool:
+    """Is ``name`` certainly one of our own names (not a copy), without running the classifier?"""
+    pattern = _PLAIN_ROOT if where == "root" else _PLAIN_HOSTS
+    return pattern.fullmatch(name) is not None and _PLAIN_LOOKING_COPY.search(name) is None
 
 
 @dataclass(frozen=True)
@@ -45,14 +54,13 @@ def find(names: list[str], where: str, only_original: str | None = None) -> list
     considered too (OneDrive's ``session-<id>-LAPTOP.json``): the caller checks that the content
     names that session before using it.
     """
-    plain = _PLAIN_ROOT if where == "root" else _PLAIN_HOSTS
     listing = frozenset(names)
     out = []
     for name in names:
         if only_original:
             if name == only_original or not name.startswith(only_original[: -len(".json")]):
                 continue
-        elif plain.fullmatch(name):
+        elif plain(name, where):
             continue
         found = classify(name, listing, where=where, include_ambiguous=bool(only_original))  # type: ignore[arg-type]
         if isinstance(found, ConflictCopy) and (only_original is None or found.original == only_original):

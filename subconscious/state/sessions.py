@@ -39,7 +39,7 @@ class SessionFiles:
         names = copies.listdir(self.home)
         copy_names = copies.ambiguous_copies(names)
         for name in names:
-            if name in copy_names:
+            if name in copy_names or not copies.plain(name):  # a OneDrive/Nextcloud copy named like a session
                 continue
             if name.startswith(SESSION_PREFIX) and name.endswith(SESSION_SUFFIX):
                 sid = name[len(SESSION_PREFIX) : -len(SESSION_SUFFIX)]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import copies
-from .conflicts import is_original
+from .conflicts import ConflictCopy, classify, is_original
 from .clock import ZERO, Stamp, tick, wall_ms
 from .files import Problem, atomic_write, ensure_dir, read_json, set_aside
 from .ids import check_session_id, is_host_id, is_session_id
@@ -386,7 +386,13 @@ class Store(SessionFiles):
         """Fold every conflict copy in the home (the watcher's and ``doctor --fix``'s job)."""
         before = self.read().copies
         self.refresh()
-        sessions = {c.original for c in copies.find(copies.listdir(self.home), "root") if c.original != CONVERSATIONS}
+        names = copies.listdir(self.home)
+        sessions = {c.original for c in copies.find(names, "root") if c.original != CONVERSATIONS}
+        listing = frozenset(names)
+        for name in copies.ambiguous_copies(names):  # OneDrive's session-<id>-<PC>.json is also a valid name
+            found = classify(name, listing, where="root", include_ambiguous=True)
+            if isinstance(found, ConflictCopy):
+                sessions.add(found.original)
         folded_sessions = 0
         for name in sorted(sessions):
             sid = name[len("session-") : -len(".json")]
