@@ -15,12 +15,15 @@ def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool:
         raise Skip("no conversation for this session yet (SessionStart has not run or failed)")
     local = localsession.load(ctx.sessions_dir, ctx.session_id)
     full = ctx.settings.mode == "full"
-    from ..blockcache import load_blocks, store_blocks
     from ..context import pre_tool_injection, prompt_injection
-    from ..keys import KeyRing
 
-    keyring = KeyRing.load(ctx.rt.local.keys) if full else None
-    cached = load_blocks(ctx.store, keyring, ctx.session_id) if full else None
+    keyring = cached = None
+    if full:
+        from ..blockcache import open_blocks
+        from ..keys import KeyRing
+
+        keyring = KeyRing.load(ctx.rt.local.keys)
+        cached = open_blocks(session.last_block_values, keyring, ctx.session_id)  # {} = nothing readable here
     with ctx.client(timeout=ctx.remaining(budget)) as client:
         messages = client.list_messages(session.conversation_id, limit=limit)
         blocks = []
@@ -31,10 +34,23 @@ def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool:
     build = pre_tool_injection if pre_tool else prompt_injection
     injection = build(ctx.settings.mode, local.agent_name, messages, session.last_seen_message_id,
                       blocks, (cached or None) if full else None)
-    if injection.last_seen_id != session.last_seen_message_id:
-        ctx.store.update_session(ctx.session_id, lambda cur: cur.evolve(last_seen_message_id=injection.last_seen_id))
-    if full and injection.block_values is not None and injection.block_values != cached:
-        store_blocks(ctx.store, keyring, ctx.session_id, injection.block_values)
+    blocks_changed = full and injection.block_values is not None and injection.block_values != cached
+    if injection.last_seen_id != session.last_seen_message_id or blocks_changed:
+        policy = None
+        if blocks_changed:
+            from ..keys import read_policy
+
+            policy = read_policy(ctx.store)
+
+        def change(cur):  # one write for what was shown: the last message and the blocks
+            cur = (cur or session).evolve(last_seen_message_id=injection.last_seen_id)
+            if policy is not None:
+                from ..blockcache import with_blocks
+
+                cur, _ = with_blocks(cur, injection.block_values, keyring, policy)
+            return cur
+
+        ctx.store.update_session(ctx.session_id, change)
     return injection.text
 
 
