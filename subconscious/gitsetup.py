@@ -35,13 +35,14 @@ class GitSetupError(RuntimeError):
 
 
 def glob_escape(rel: str) -> str:
-    """A path as a literal gitignore/gitattributes pattern (spaces as ``[ ]``, metacharacters escaped)."""
+    """A path as a literal gitignore/gitattributes pattern: glob characters escaped, spaces as
+    ``[[:space:]]`` (gitattributes splits a line on whitespace)."""
     out = []
     for ch in rel:
         if ch in "*?[\\":
             out.append("\\" + ch)
         elif ch == " ":
-            out.append("[ ]")
+            out.append("[[:space:]]")
         else:
             out.append(ch)
     return "".join(out)

@@ -68,8 +68,8 @@ def _copy_finding(home: Path, path: Path, copy: ConflictCopy) -> Finding:
     original = copy.original if path.parent == home else f"{HOSTS}/{copy.original}"
     return Finding(
         "conflict-copy", WARNING, _rel(path, home),
-        f"{ENGINE_NAMES.get(copy.engine, copy.engine.value)} conflict copy of {original}{where}: "
-        "--fix merges it record by record and keeps it under backups/",
+        f"{ENGINE_NAMES.get(copy.engine, copy.engine.value)} conflict copy of {original}{where}; "
+        "--fix merges it in and moves it to backups/",
         fixable=True, engine=copy.engine.value, details={"original": original})
 
 
@@ -80,7 +80,7 @@ def _problem_finding(problem, home: Path, own_shard: Path, copy_paths: set[str])
     keep = " (its bytes are kept in quarantine/)"
     if problem.kind == "git-conflict":
         return Finding("git-conflict-markers", ERROR, rel,
-                       f"{problem.message}; --fix merges the sides and keeps the original in quarantine/", fixable=True)
+                       f"{problem.message}; --fix merges the sides (original kept in quarantine/)", fixable=True)
     if problem.kind == "unreadable":
         return Finding("unreadable", ERROR, rel, problem.message)
     kind = {"unparseable": "unparseable", "invalid-entry": "invalid-entry"}.get(problem.kind, "wrong-type")
@@ -254,8 +254,8 @@ def _git(home: Path) -> tuple[Path | None, list[Finding]]:
     if driver is None:
         rows.append(Finding(
             "git-driver-missing", ERROR, str(top),
-            "this git clone has no merge.subconscious.driver: a merge or rebase would leave conflict markers in "
-            "our JSON; --fix sets it (as `subconscious sync setup-git` does; run it in every clone)", fixable=True))
+            "no merge.subconscious.driver in this clone: git merges would leave conflict markers in our JSON; "
+            "--fix sets it (`subconscious sync setup-git` does too; run it in every clone)", fixable=True))
     elif not driver_works(driver):
         rows.append(Finding("git-driver-broken", ERROR, str(top),
                             f"merge.subconscious.driver is {driver!r}, which cannot run here; --fix points it at "
@@ -272,29 +272,27 @@ def _git(home: Path) -> tuple[Path | None, list[Finding]]:
         if unmerged:
             rows.append(Finding(
                 "git-unmerged", ERROR, str(top),
-                f"git lists {len(unmerged)} of our files as unmerged ({', '.join(unmerged[:3])}"
-                f"{' …' if len(unmerged) > 3 else ''}): once they hold no conflict markers, `git add` them and "
-                "continue the merge or rebase", details={"paths": unmerged}))
+                f"git lists {', '.join(unmerged[:3])}{' …' if len(unmerged) > 3 else ''} as unmerged: once free "
+                "of conflict markers, `git add` and continue the merge or rebase", details={"paths": unmerged}))
     return top, rows
 
 
-def _encryption(local, store) -> list[Finding]:
-    """Hook for issue 5: sealed values whose key id this machine does not hold, and damaged key files.
-
-    Calls ``subconscious.blockcache.encryption_findings(store, ring)`` when that module exists."""
+def _encryption(local, store, synced: tuple[Path, ...]) -> list[Finding]:
+    """Issue 5's findings: sealed values whose key id this machine does not hold, damaged key files,
+    keys inside the synced dir... from ``subconscious.blockcache.encryption_findings`` (read-only)."""
     try:
-        from ..blockcache import encryption_findings  # type: ignore[attr-defined]
+        from ..blockcache import encryption_findings
         from ..keys import KeyRing
-    except ImportError:
+    except ImportError:  # encryption not part of this installation
         return []
-    ring = KeyRing.load(local.keys)
     rows = []
-    for item in [*getattr(ring, "problems", []), *encryption_findings(store, ring)]:
+    for item in encryption_findings(store, KeyRing.load(local.keys), synced_dirs=synced):
         get = item.get if isinstance(item, Mapping) else (lambda k, d=None, i=item: getattr(i, k, d))
+        severity = get("severity", WARNING)
         rows.append(Finding(
-            "encryption", get("severity", WARNING) if get("severity", WARNING) in (ERROR, WARNING, INFO) else WARNING,
-            str(get("path", "") or ""), str(get("message", "") or f"values sealed with unknown key {get('key_id')}"),
-            fixable=False, details={"kind": get("kind"), "key_id": get("key_id")}))
+            str(get("kind") or "encryption"), severity if severity in (ERROR, WARNING, INFO) else WARNING,
+            str(get("path", "") or ""), str(get("message", "") or ""), fixable=False,
+            details={k: get(k) for k in ("key_id", "paths") if get(k) is not None}))
     return rows
 
 
@@ -341,7 +339,7 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
         report.findings += legacy_unadopted(snap.raw, merge_raw([s.conversations for s in shards]))
         report.findings += quarantine_note(_quarantine(home))
         report.findings += _temp_files(home, now)
-        report.findings += _encryption(local, store)
+        report.findings += _encryption(local, store, (home.parent.parent, home))
         live = snap.live
         report.counts = {
             "sessions": n_sessions, "conversations": len(live), "tombstones": len(snap.raw) - len(live),

@@ -32,7 +32,8 @@ KINDS: dict[str, str] = {
     "letta-home": "LETTA_HOME unexpanded, or pointing somewhere odd",
     "temp-file": "a leftover temp file of an interrupted write",
     "shard-format": "a shard written by a newer subconscious",
-    "encryption": "sealed values this machine cannot open (unknown key ids) or damaged key files",
+    "encryption": "encryption findings (from subconscious.blockcache.encryption_findings, which names its own "
+                  "kinds: unknown key ids, damaged key files, keys inside the synced dir, ...)",
 }
 
 
@@ -87,12 +88,12 @@ def table(findings: list[Finding], width: int | None = None) -> str:
     rows = [(f.severity, f.kind, f.path or "-", "yes" if f.fixable else "no", f.message) for f in ordered(findings)]
     heads = ("SEVERITY", "KIND", "PATH", "FIX", "MESSAGE")
     w = [max(len(heads[i]), *(len(r[i]) for r in rows)) for i in range(4)]
-    w[2] = min(w[2], 48)
+    w[2] = min(w[2], 56)
     lead = sum(w) + 2 * 4
     msg_width = max(30, width - lead)
     lines = ["  ".join(h.ljust(w[i]) if i < 4 else h for i, h in enumerate(heads))]
     for r in rows:
-        path = r[2] if len(r[2]) <= w[2] else "…" + r[2][-(w[2] - 1):]
+        path = r[2] if len(r[2]) <= w[2] else r[2][: w[2] // 2 - 1] + "…" + r[2][-(w[2] - w[2] // 2):]
         wrapped = textwrap.wrap(r[4], msg_width) or [""]
         cells = [r[0].ljust(w[0]), r[1].ljust(w[1]), path.ljust(w[2]), r[3].ljust(w[3])]
         lines.append("  ".join(cells) + "  " + wrapped[0])

@@ -159,20 +159,21 @@ def conversation_order(value: Any) -> OrderKey:
     try:
         n = normalize_record(value)
     except (RecordError, ValueError, TypeError, KeyError):
-        return (0, ZERO, "", canonical(value))
-    return (1, raw_stamp(n), n["host"], canonical(n))
+        return (0, ZERO, "", canonical(value), "")
+    return (1, raw_stamp(n), n["host"], canonical(n), canonical(value))  # last: the written form (ties)
 
 
 def setting_order(value: Any) -> OrderKey:
     try:
         s = parse_setting(value)
     except (RecordError, ValueError, TypeError):
-        return (0, ZERO, "", canonical(value))
-    return (1, s.stamp, s.host, canonical(s.to_json()))
+        return (0, ZERO, "", canonical(value), "")
+    return (1, s.stamp, s.host, canonical(s.to_json()), canonical(value))
 
 
 def _same(a: Any, b: Any, order: Callable[[Any], OrderKey]) -> bool:
-    return a == b or order(a) == order(b)
+    """The same version (written in the same or another form, e.g. upstream's bare string)."""
+    return a == b or order(a)[:-1] == order(b)[:-1]
 
 
 def _pick(a: Any, b: Any, order: Callable[[Any], OrderKey]) -> Any:

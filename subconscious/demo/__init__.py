@@ -1,0 +1,1 @@
+"""`subconscious demo`: simulated machines, a simulated sync engine and a real git pair."""

@@ -1,0 +1,208 @@
+"""A small simulated sync engine: replica directories linked pairwise, conflicts left as copies named
+exactly as the real engines name them (used by ``subconscious demo`` and the randomized test).
+
+Each link remembers what both sides held at its last sync (content digests). Syncing a link:
+- a file changed on one side only is copied to the other (temp file + rename, mtime kept) or deleted;
+- a file changed on both sides is a conflict: as Syncthing does, the version with the older mtime
+  loses and is kept beside the original under the engine's copy name, on both sides; a delete against
+  a modification lets the modification win (Syncthing 1.19, Dropbox).
+
+Temp files (ours, Syncthing's, Unison's) never travel. ``only`` syncs a subset of paths, so a caller
+can delay some files and not others.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..state.conflicts import Engine, is_temporary, make_copy_name
+
+
+def device_id(name: str) -> str:
+    """A Syncthing-like 7-character short device id for a machine name."""
+    return base64.b32encode(hashlib.sha256(name.encode()).digest()).decode()[:7]
+
+
+def digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def listing(root: Path) -> dict[str, Path]:
+    """relative posix path → file, skipping temp files and directories."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".st")]
+        for name in filenames:
+            if is_temporary(name) is not None or name.startswith(".stignore"):
+                continue
+            p = Path(dirpath) / name
+            out[p.relative_to(root).as_posix()] = p
+    return out
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = dst.with_name(f".syncthing.{dst.name}.tmp")
+    data = src.read_bytes()
+    st = src.stat()
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o600)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, dst)
+
+
+def _write_copy(data: bytes, mtime_ns: int, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = dst.with_name(f".syncthing.{dst.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o600)
+    os.utime(tmp, ns=(mtime_ns, mtime_ns))
+    os.replace(tmp, dst)
+
+
+@dataclass
+class Link:
+    a: str
+    b: str
+    engine: Engine
+    base: dict[str, str | None] = field(default_factory=dict)
+    up: bool = True
+
+
+@dataclass
+class Network:
+    roots: dict[str, Path]  # machine name → replica directory
+    links: list[Link] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # relative paths of every copy made
+
+    def connect(self, a: str, b: str, engine: Engine) -> Link:
+        link = Link(a, b, engine)
+        self.links.append(link)
+        return link
+
+    def link(self, a: str, b: str) -> Link:
+        for link in self.links:
+            if {link.a, link.b} == {a, b}:
+                return link
+        raise KeyError((a, b))
+
+    def cut(self) -> None:
+        for link in self.links:
+            link.up = False
+
+    def restore(self) -> None:
+        for link in self.links:
+            link.up = True
+
+    # ---------------------------------------------------------------- one link
+
+    def _copy_name(self, link: Link, rel: str, loser: str, winner: str, mtime_ns: int, taken: set[str]) -> str:
+        """The name ``link.engine`` gives the losing version (numbered or re-timed if taken)."""
+        parent, _, name = rel.rpartition("/")
+        when = dt.datetime.fromtimestamp(mtime_ns / 1e9).replace(microsecond=0)
+        e = link.engine
+        for n in range(200):
+            number = {
+                Engine.ICLOUD: n + 2, Engine.GOOGLE_DRIVE: n + 1, Engine.ONEDRIVE_LINUX: n + 1,
+                Engine.ONEDRIVE: n + 1 if n else None, Engine.DROPBOX: n or None, Engine.UNISON: n or None,
+            }.get(e)
+            shift = dt.timedelta(seconds=n if e in (Engine.SYNCTHING, Engine.NEXTCLOUD) else 0)
+            copy = make_copy_name(e, name, when=when + shift, device=device_id(winner),
+                                  host=loser.upper() if e is Engine.ONEDRIVE else loser, user=loser, number=number)
+            path = f"{parent}/{copy}" if parent else copy
+            if path not in taken:
+                return path
+        raise RuntimeError(f"no free copy name for {rel}")
+
+    def sync(self, a: str, b: str, only: set[str] | None = None) -> list[str]:
+        """Sync one link (if up); returns the copies made."""
+        link = self.link(a, b)
+        if not link.up:
+            return []
+        ra, rb = self.roots[link.a], self.roots[link.b]
+        la, lb = listing(ra), listing(rb)
+        made = []
+        for rel in sorted(set(la) | set(lb) | set(link.base)):
+            if only is not None and rel not in only:
+                continue
+            pa, pb = ra / rel, rb / rel
+            da, db = digest(pa), digest(pb)
+            base = link.base.get(rel)
+            if da == db:
+                link.base[rel] = da
+                continue
+            a_changed, b_changed = da != base, db != base
+            if a_changed and not b_changed:
+                self._apply(pa, pb, da)
+            elif b_changed and not a_changed:
+                self._apply(pb, pa, db)
+            elif da is None:  # deleted on a, modified on b: the modification wins
+                self._apply(pb, pa, db)
+            elif db is None:
+                self._apply(pa, pb, da)
+            else:
+                ma, mb = pa.stat().st_mtime_ns, pb.stat().st_mtime_ns
+                a_loses = (ma, link.a) < (mb, link.b)
+                win, lose = (pb, pa) if a_loses else (pa, pb)
+                winner, loser = (link.b, link.a) if a_loses else (link.a, link.b)
+                data, mtime = lose.read_bytes(), lose.stat().st_mtime_ns
+                copy = self._copy_name(link, rel, loser, winner, mtime, set(la) | set(lb) | set(link.base))
+                _copy_file(win, lose)
+                for root in (ra, rb):
+                    _write_copy(data, mtime, root / copy)
+                link.base[copy] = hashlib.sha256(data).hexdigest()
+                la[copy] = ra / copy
+                made.append(copy)
+            link.base[rel] = digest(pa)
+        self.conflicts += made
+        return made
+
+    @staticmethod
+    def _apply(src: Path, dst: Path, want: str | None) -> None:
+        if want is None:
+            try:
+                dst.unlink()
+            except FileNotFoundError:
+                pass
+        else:
+            _copy_file(src, dst)
+
+    # ---------------------------------------------------------------- everything
+
+    def sync_all(self, rounds: int = 10) -> list[str]:
+        """Sync every link that is up, round after round, until nothing changes."""
+        made: list[str] = []
+        for _ in range(rounds):
+            before = self.fingerprint()
+            for link in self.links:
+                made += self.sync(link.a, link.b)
+            if self.fingerprint() == before:
+                break
+        return made
+
+    def sync_some(self, rng: random.Random, share: float = 0.5) -> list[str]:
+        """One random link, carrying a random share of the paths (the rest stay delayed)."""
+        link = rng.choice([link for link in self.links if link.up] or [None])  # type: ignore[list-item]
+        if link is None:
+            return []
+        paths = set(listing(self.roots[link.a])) | set(listing(self.roots[link.b])) | set(link.base)
+        only = {p for p in paths if rng.random() < share}
+        return self.sync(link.a, link.b, only)
+
+    def fingerprint(self) -> dict[str, dict[str, str | None]]:
+        return {m: {rel: digest(p) for rel, p in listing(root).items()} for m, root in self.roots.items()}
+
+    def identical(self) -> bool:
+        prints = list(self.fingerprint().values())
+        return all(p == prints[0] for p in prints[1:])
