@@ -498,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("install", help="build the cached venv (idempotent)")
     st = sub.add_parser("start", help="start a server and leave it running; prints shell-style variables")
     st.add_argument("--json", action="store_true", help="print the handle as JSON instead")
+    st.add_argument("--new", action="store_true",
+                    help="start another instance even if one is recorded; it is not recorded as the current one, "
+                         "stop it with `stop --state HARNESS_STATE`")
     for name in ("stop", "status"):
         p = sub.add_parser(name)
         p.add_argument("--state", help="harness.json of the run (default: the last one started by `start`)")
@@ -507,14 +510,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.cmd == "start":
         cur = _current_path()
-        if cur.exists():
+        if cur.exists() and not a.new:
             with contextlib.suppress(OSError, ValueError, TypeError):
                 old = LettaServer.load(Path(json.loads(cur.read_text())["state"]))
                 if old.pids.get("letta") and _pid_alive(old.pids["letta"]) and _http_ok(old.base_url + "/v1/health/"):
-                    raise HarnessError(f"a harness server is already running at {old.base_url}; stop it first")
+                    raise HarnessError(f"a harness server is already running at {old.base_url} "
+                                       f"(state {old.state_file}); stop it first or use `start --new`")
         srv = start_server()
-        cur.parent.mkdir(parents=True, exist_ok=True)
-        cur.write_text(json.dumps({"state": str(srv.state_file), "run_dir": srv.run_dir}))
+        if not a.new:
+            cur.parent.mkdir(parents=True, exist_ok=True)
+            cur.write_text(json.dumps({"state": str(srv.state_file), "run_dir": srv.run_dir}))
         if a.json:
             print(json.dumps(asdict(srv), indent=1))
         else:

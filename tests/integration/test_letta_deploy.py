@@ -7,6 +7,7 @@ endpoint (OPENAI_BASE_URL).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -46,6 +47,9 @@ def test_install_start_status_stop_with_the_users_provider(letta_server, fake_ll
     if not (home / "venv" / ".installed-0.16.8").exists():
         r = run("install", env, timeout=1200)
         assert r.returncode == 0, r.stderr[-3000:]
+    # a fresh database each run: Letta 0.16.8 keeps the endpoint of a model it already knows, so a database
+    # from an earlier run would still point at that run's (gone) fake provider
+    shutil.rmtree(home / "pg", ignore_errors=True)
     r = run("start", env)
     try:
         assert r.returncode == 0, r.stderr[-3000:]
