@@ -5,6 +5,7 @@ Modules (import what you need; only ``client`` pulls in httpx):
   errors    the LettaError family and secret redaction
   sse       SSE parser and Letta stream interpretation (pure)
   messages  payload builders, TurnResult, approval/tool-result helpers (pure)
-  client    LettaClient (httpx)
+  client    LettaClient (httpx, ~75 ms to import)
+  lite      stdlib-only GETs for the per-tool hot path (list_messages, get_agent; ~20-30 ms to import)
   agent     agent and model resolution (pure decisions + a thin shell over a client)
 """
