@@ -37,11 +37,16 @@ class SessionContext:
     def sessions_dir(self) -> Path:
         return self.rt.local.root / "sessions"
 
+    def require_key(self) -> None:
+        from .letta.config import is_cloud, normalize_base_url
+
+        if not self.settings.api_key and is_cloud(normalize_base_url(self.settings.base_url)):
+            raise Skip("LETTA_API_KEY is not set (needed for Letta Cloud)")
+
     def client(self, timeout: float | None = None):
         from .letta.client import LettaClient
 
-        if not self.settings.api_key and "api.letta.com" in self.settings.base_url:
-            raise Skip("LETTA_API_KEY is not set (needed for Letta Cloud)")
+        self.require_key()
         kw = {}
         if timeout is not None:
             import httpx

@@ -24,11 +24,16 @@ def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool:
 
         keyring = KeyRing.load(ctx.rt.local.keys)
         cached = open_blocks(session.last_block_values, keyring, ctx.session_id)  # {} = nothing readable here
-    with ctx.client(timeout=ctx.remaining(budget)) as client:
-        messages = client.list_messages(session.conversation_id, limit=limit)
-        blocks = []
-        if full and session.agent_id:
-            blocks = client.get_agent(session.agent_id, include_blocks=True).get("blocks") or []
+    from ..letta import lite  # stdlib reads: these hooks skip httpx's import cost
+
+    ctx.require_key()
+    s = ctx.settings
+    messages = lite.list_messages(s.base_url, session.conversation_id, api_key=s.api_key, limit=limit,
+                                  timeout=ctx.remaining(budget))
+    blocks = []
+    if full and session.agent_id:
+        agent = lite.get_agent(s.base_url, session.agent_id, api_key=s.api_key, timeout=ctx.remaining(budget))
+        blocks = agent.get("blocks") or []
     local.last_fetch_ms = int(time.time() * 1000)
     localsession.save(ctx.sessions_dir, local)
     build = pre_tool_injection if pre_tool else prompt_injection
