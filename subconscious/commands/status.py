@@ -20,6 +20,12 @@ def collect() -> dict:
     snap = store.read()
     session_ids = store.session_ids()
     session_problems = [p for sid in session_ids for p in store.session_problems(sid)]
+    from ..state import copies
+
+    session_copies: dict[str, list] = {}
+    for c in copies.find(copies.listdir(store.home), "root"):
+        if c.original != "conversations.json":
+            session_copies.setdefault(c.original, []).append(c)
     live = snap.live
     pinned = snap.settings.get("agentId")
     agents = sorted({c.agent_id for c in live.values() if c.agent_id})
@@ -41,6 +47,7 @@ def collect() -> dict:
             "tombstones": len(snap.conversations) - len(live),
             "hosts": len(snap.shards),
             "agents_in_use": len(agents),
+            "conflict_copies": len(snap.copies) + sum(len(c) for c in session_copies.values()),
             "problems": len(snap.problems) + len(session_problems),
         },
         "problems": [
@@ -73,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             "found",
             f"{found['sessions']} sessions, {found['conversations']} conversations "
             f"({found['legacy_entries']} legacy), {found['tombstones']} deleted, {found['hosts']} hosts, "
-            f"{found['problems']} problems",
+            f"{found['conflict_copies']} conflict copies, {found['problems']} problems",
         ),
     ]
     width = max(len(k) for k, _ in rows)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream-home"
-VERBS = ["status"]
+from subconscious.cli import VERBS
 
 
 def run(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -44,7 +44,7 @@ def test_status_reports_an_upstream_home_found_under_letta_home(tmp_path):
     assert info["home"] == str(tmp_path / "user" / "sync" / ".letta" / "claude")
     assert info["host"]["id"] == "laptop" and info["state_dir"] == str(tmp_path / "local")
     assert info["found"] == {"sessions": 2, "conversations": 3, "legacy_entries": 3, "tombstones": 0,
-                             "hosts": 0, "agents_in_use": 1, "problems": 0}
+                             "hosts": 0, "agents_in_use": 1, "conflict_copies": 0, "problems": 0}
     assert "sk-secret" not in out.stdout and info["api_key"] == "set"
     text = run("status", env=env, cwd=tmp_path)
     assert "2 sessions, 3 conversations (3 legacy)" in text.stdout and "laptop" in text.stdout
@@ -60,6 +60,17 @@ def test_status_shows_problems_without_touching_them(tmp_path):
     assert out.returncode == 0
     assert "1 problems" in out.stdout and "git-conflict" in out.stdout
     assert not (home / "quarantine").exists()
+
+
+def test_status_counts_conflict_copies(tmp_path):
+    home = tmp_path / "proj" / ".letta" / "claude"
+    shutil.copytree(FIXTURE / ".letta" / "claude", home)
+    shutil.copyfile(home / "conversations.json", home / "conversations.sync-conflict-20261130-063049-ZV4TXD3.json")
+    shutil.copyfile(home / "session-c0ffee00-1111-4222-8333-444455556666.json",
+                    home / "session-c0ffee00-1111-4222-8333-444455556666 (bob's conflicted copy 2026-11-30).json")
+    out = run("status", "--json", env=base_env(tmp_path, SUBCONSCIOUS_HOST="h"), cwd=tmp_path / "proj")
+    found = json.loads(out.stdout)["found"]
+    assert found["conflict_copies"] == 2 and found["sessions"] == 2
 
 
 def test_a_stable_host_id_is_created_once(tmp_path):
