@@ -1,15 +1,22 @@
 """Machine-local facts about one session (never synced): the agent's name, when messages were last
 fetched (the PreToolUse TTL), and the worker's job — the transcript path, a start message to send,
-the range of the last delivery attempt. Kept in ``<state dir>/sessions/<id>.json``."""
+the range of the last delivery attempt. Kept in ``<state dir>/sessions/<id>.json``.
+
+Hooks and the worker write this file at the same time, each from a copy it loaded earlier. ``save``
+therefore writes only the fields this copy changed since it was loaded (or last saved) over what is on
+disk now, under a lock on the directory: a hook that loaded the file before the worker delivered the
+start message does not bring the message back (it would be sent twice)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .state.files import atomic_write
+from .state.files import atomic_write, ensure_dir
 from .state.ids import check_session_id
 
 
@@ -26,6 +33,34 @@ class LocalSession:
     attempt: list[int] | None = None  # [first line, last line] of a delivery whose outcome is unknown
     failures: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # what this copy held when it was loaded or last saved: save() writes only what differs from it
+    _base: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+
+def _public(state: LocalSession) -> dict[str, Any]:
+    return {f.name: getattr(state, f.name) for f in fields(state) if not f.name.startswith("_")}
+
+
+def _known(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise TypeError("not a JSON object")
+    return {k: v for k, v in data.items() if k in LocalSession.__dataclass_fields__ and not k.startswith("_")}
+
+
+@contextmanager
+def _dir_lock(directory: Path):
+    """Serialise read-merge-write of session files on this machine (flock on the directory itself)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: merge without the lock
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def path_for(sessions_dir: Path, session_id: str) -> Path:
@@ -35,14 +70,29 @@ def path_for(sessions_dir: Path, session_id: str) -> Path:
 def load(sessions_dir: Path, session_id: str) -> LocalSession:
     try:
         data = json.loads(path_for(sessions_dir, session_id).read_text())
-        known = {k: v for k, v in data.items() if k in LocalSession.__dataclass_fields__}
-        return LocalSession(**{**known, "session_id": session_id})
+        state = LocalSession(**{**_known(data), "session_id": session_id})
     except (OSError, ValueError, TypeError):
-        return LocalSession(session_id)
+        state = LocalSession(session_id)
+    state._base = _public(state)
+    return state
 
 
 def save(sessions_dir: Path, state: LocalSession) -> None:
-    atomic_write(path_for(sessions_dir, state.session_id), json.dumps(asdict(state)) + "\n", durable=False)
+    """Write the fields ``state`` changed since it was loaded (all of them for a fresh copy that differ
+    from the defaults) over the file as it is now."""
+    path = path_for(sessions_dir, state.session_id)
+    mine = _public(state)
+    base = state._base if state._base is not None else _public(LocalSession(state.session_id))
+    changed = {k: v for k, v in mine.items() if v != base.get(k)}
+    ensure_dir(sessions_dir)
+    with _dir_lock(sessions_dir):
+        try:
+            current = {**_public(LocalSession(state.session_id)), **_known(json.loads(path.read_text()))}
+        except (OSError, ValueError, TypeError):  # none yet, or unreadable: this machine-local cache is rebuilt
+            current = mine
+        merged = {**current, **changed, "session_id": state.session_id}
+        atomic_write(path, json.dumps(merged) + "\n", durable=False)
+    state._base = mine
 
 
 def pending(sessions_dir: Path) -> list[str]:
