@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,7 +154,9 @@ def read_user_config(path: Path) -> tuple[str | None, bool]:
 
 def write_user_config(path: Path, agent_id: str, model: str | None) -> None:
     """Atomically write {agentId, importedAt, model} (file 0600, directory 0700), keeping unknown keys."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    from ..atomic import atomic_write, ensure_dir
+
+    ensure_dir(path.parent)
     doc: dict = {}
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
@@ -164,21 +165,7 @@ def write_user_config(path: Path, agent_id: str, model: str | None) -> None:
     except (OSError, ValueError):
         pass
     doc.update(agentId=agent_id, importedAt=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), model=model)
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, json.dumps(doc, indent=2) + "\n")
 
 
 # ---------------------------------------------------------------- shell

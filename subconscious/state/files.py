@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .textforms import TEMP_PREFIX, has_conflict_markers, split_conflict_sides
+from .textforms import has_conflict_markers, split_conflict_sides
 
-FILE_MODE = 0o600
-DIR_MODE = 0o700
+from ..atomic import DIR_MODE, FILE_MODE, atomic_write, ensure_dir  # noqa: F401 (re-exported)
+
 QUARANTINE = "quarantine"
 
 
@@ -43,70 +41,6 @@ class ReadResult:
     problems: list[Problem] = field(default_factory=list)
     exists: bool = False
     raw: bytes = b""
-
-
-def ensure_dir(path: Path) -> Path:
-    """Create ``path`` and any missing parents private to the user (0700); existing ones are left as
-    they are (a user's own directories are theirs)."""
-    if path.is_dir():
-        return path
-    missing = []
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        missing.append(probe)
-        probe = probe.parent
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=DIR_MODE)
-        except FileExistsError:
-            continue
-        try:
-            os.chmod(directory, DIR_MODE)  # mkdir's mode is filtered by the umask
-        except OSError:
-            pass
-    return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # Windows has no directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir); mode 0600."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    directory = path.parent
-    ensure_dir(directory)
-    tmp = directory / f"{TEMP_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    if durable:
-        _fsync_dir(directory)
 
 
 def set_aside(path: Path, raw: bytes, kind: str, root: Path, host: str) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from json.encoder import encode_basestring as _s  # C; keeps non-ASCII as is (ensure_ascii=False)
 from typing import Any
 
+from ..atomic import TEMP_PREFIX  # noqa: F401 - atomic-write temp files (re-exported)
 from .records import canonical
 
 _ENTRY_KEYS = frozenset(("agentId", "conversationId", "hlc", "host"))
@@ -23,7 +24,6 @@ def _leaf(v: Any) -> str:
             pass
     return canonical(v)
 
-TEMP_PREFIX = ".subconscious-tmp-"  # atomic-write temp files; every sync kit template ignores them
 
 
 def dumps_canonical(value: Any, expand: int = 1) -> str:
