@@ -70,7 +70,10 @@ def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None)
 
 
 def _turn(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None):
-    return client.send_message_streaming(conversation_id, text, total_timeout=300.0)
+    """The agent's whole turn, with the client-side tools of LETTA_SDK_TOOLS run in ``cwd`` (tools/loop.py)."""
+    from .tools.loop import run_turn
+
+    return run_turn(client, conversation_id, text, mode=rt.settings.sdk_tools, cwd=cwd)
 
 
 def deliver(rt: Runtime, session_id: str, *, lock_timeout: float = 300.0) -> Delivery:

@@ -1,0 +1,176 @@
+"""Tool definitions (name, description, JSON schema) and :func:`execute`: one approval request ->
+one ToolResult, with the mode's policy, the per-call timeout, redaction and the result cap applied."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..letta.messages import ClientTool, ToolCallRequest, ToolResult
+from ..transcript import redact
+from .confine import Root, ToolError
+from .limits import DEFAULT_LIMITS, Limits
+from .modes import ALL_TOOLS, allowed_tools
+
+__all__ = ["SCHEMAS", "DESCRIPTIONS", "offered", "client_tools", "ToolContext", "Outcome", "execute", "finish_text"]
+
+log = logging.getLogger("subconscious")
+
+_PATH_NOTE = "Relative to the project directory, or absolute inside it."
+SCHEMAS: dict[str, dict] = {
+    "Read": {"type": "object", "properties": {
+        "file_path": {"type": "string", "description": "The file to read. " + _PATH_NOTE},
+        "offset": {"type": "integer", "description": "First line to show, 1-based (default 1)."},
+        "limit": {"type": "integer", "description": "How many lines to show (default and maximum 2000)."},
+    }, "required": ["file_path"]},
+    "Grep": {"type": "object", "properties": {
+        "pattern": {"type": "string", "description": "Python regular expression searched for in each line."},
+        "path": {"type": "string", "description": "File or directory to search (default: the project). " + _PATH_NOTE},
+        "glob": {"type": "string", "description": "Only files whose name matches, e.g. '*.py' or '*.{ts,tsx}' "
+                                                  "(a pattern with '/' is matched against the relative path)."},
+        "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
+        "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"],
+                        "description": "content (default): path:line:text; files_with_matches: paths; "
+                                       "count: path:number."},
+    }, "required": ["pattern"]},
+    "Glob": {"type": "object", "properties": {
+        "pattern": {"type": "string", "description": "Glob matched against paths relative to path: '*' and '?' stay "
+                                                     "within a directory, '**/' spans directories, e.g. '**/*.py'."},
+        "path": {"type": "string", "description": "Directory to search (default: the project). " + _PATH_NOTE},
+    }, "required": ["pattern"]},
+    "Write": {"type": "object", "properties": {
+        "file_path": {"type": "string", "description": "The file to create or overwrite. " + _PATH_NOTE},
+        "content": {"type": "string", "description": "The whole new content of the file."},
+    }, "required": ["file_path", "content"]},
+    "Edit": {"type": "object", "properties": {
+        "file_path": {"type": "string", "description": "The file to change. " + _PATH_NOTE},
+        "old_string": {"type": "string", "description": "Exact text to replace; must occur once unless replace_all."},
+        "new_string": {"type": "string", "description": "The replacement text."},
+        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."},
+    }, "required": ["file_path", "old_string", "new_string"]},
+    "Bash": {"type": "object", "properties": {
+        "command": {"type": "string", "description": "A shell command, run with /bin/sh in the project directory."},
+    }, "required": ["command"]},
+}
+_SEES = (" It runs on the user's machine and sees only the session's project directory (not .git internals, files "
+         "excluded by .gitignore, or files named like credentials); secrets in its result are redacted.")
+DESCRIPTIONS = {
+    "Read": "Read a text file of the user's project, with line numbers. Binary files are described, not shown." + _SEES,
+    "Grep": "Search the user's project for a regular expression; lists matching lines (path:line:text)." + _SEES,
+    "Glob": "List the user's project files whose path matches a glob, most recently modified first." + _SEES,
+    "Write": "Create or overwrite a file in the user's project (only when the session clearly asks for it)." + _SEES,
+    "Edit": "Replace exact text in a file of the user's project (only when the session clearly asks for it)." + _SEES,
+    "Bash": "Run a shell command in the user's project directory inside a sandbox: no network, the rest of the "
+            "filesystem read-only, the home directory hidden, killed after the time limit.",
+}
+
+
+def offered(mode: str) -> tuple[str, ...]:
+    """Tool names offered in ``mode`` on this machine: Bash only where its sandbox exists."""
+    names = allowed_tools(mode)
+    if "Bash" in names:
+        from .shell import sandbox_available
+        if not sandbox_available():
+            names = tuple(n for n in names if n != "Bash")
+    return names
+
+
+def client_tools(mode: str) -> list[ClientTool]:
+    """The ClientTool definitions offered in ``mode`` (empty for ``off``)."""
+    return [ClientTool(n, DESCRIPTIONS[n], SCHEMAS[n]) for n in offered(mode)]
+
+
+def _impl(name: str) -> Callable:
+    if name in ("Read", "Grep", "Glob"):
+        from . import readers
+        return {"Read": readers.read, "Grep": readers.grep, "Glob": readers.glob}[name]
+    if name in ("Write", "Edit"):
+        from . import writers
+        return {"Write": writers.write, "Edit": writers.edit}[name]
+    from . import shell
+    return shell.bash
+
+
+@dataclass
+class ToolContext:
+    mode: str
+    root: Root | None
+    root_error: str | None = None  # why there is no root (no project directory known here)
+    limits: Limits = DEFAULT_LIMITS
+
+    @classmethod
+    def for_session(cls, mode: str, cwd: str | None, limits: Limits = DEFAULT_LIMITS) -> "ToolContext":
+        if not allowed_tools(mode):
+            return cls(mode, None, "no client-side tools in this mode", limits)
+        if not cwd:
+            return cls(mode, None, "the session's project directory is not known on this machine", limits)
+        try:
+            return cls(mode, Root(cwd), None, limits)
+        except ToolError as e:
+            return cls(mode, None, str(e), limits)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: ToolResult
+    name: str
+    ran: bool      # the tool was run (False: refused by policy, cap or bad arguments)
+    ms: int
+
+
+def finish_text(text: str, limits: Limits) -> str:
+    """Redact secrets, then cap the size (the cut never splits a secret: redaction comes first)."""
+    cap = limits.max_result_chars
+    text = redact(text[:cap + 8192])
+    if len(text) > cap:
+        text = text[:cap] + f"\n[... result cut at {cap:,} characters]"
+    return text
+
+
+def _error(req: ToolCallRequest, text: str, limits: Limits, ran: bool, t0: float) -> Outcome:
+    return Outcome(ToolResult(req.tool_call_id, finish_text("Error: " + text, limits), "error"), req.name, ran,
+                   int((time.monotonic() - t0) * 1000))
+
+
+def refuse(req: ToolCallRequest, why: str, limits: Limits = DEFAULT_LIMITS) -> Outcome:
+    return _error(req, why, limits, False, time.monotonic())
+
+
+def execute(req: ToolCallRequest, ctx: ToolContext) -> Outcome:
+    """Run one requested tool if the mode allows it; every failure is an error result, never an exception."""
+    t0 = time.monotonic()
+    lim = ctx.limits
+    allowed = allowed_tools(ctx.mode)
+    if req.name not in allowed:
+        known = "is not available" if req.name in ALL_TOOLS else "is not a tool this machine offers"
+        offered = ", ".join(allowed) if allowed else "none"
+        return _error(req, f"{req.name} {known} (LETTA_SDK_TOOLS={ctx.mode} allows: {offered}); it was not run.",
+                      lim, False, t0)
+    if req.arguments is None:
+        return _error(req, "the arguments are not a JSON object; the tool was not run.", lim, False, t0)
+    if ctx.root is None:
+        return _error(req, f"{ctx.root_error}; the tool was not run.", lim, False, t0)
+    fn = _impl(req.name)
+    deadline = t0 + lim.call_timeout
+    box: list = []
+
+    def run() -> None:
+        try:
+            box.append(("ok", fn(ctx.root, req.arguments, lim, deadline)))
+        except ToolError as e:
+            box.append(("error", str(e)))
+        except Exception as e:  # noqa: BLE001 - the agent gets an error result, the worker goes on
+            box.append(("error", f"the tool failed ({type(e).__name__}: {e})"))
+
+    worker = threading.Thread(target=run, name=f"tool-{req.name}", daemon=True)
+    worker.start()
+    worker.join(lim.call_timeout + 2.0)
+    if not box:
+        return _error(req, f"{req.name} did not finish within {lim.call_timeout:g} s; stopped waiting.", lim, True, t0)
+    kind, text = box[0]
+    ms = int((time.monotonic() - t0) * 1000)
+    if kind == "error":
+        return Outcome(ToolResult(req.tool_call_id, finish_text("Error: " + text, lim), "error"), req.name, True, ms)
+    return Outcome(ToolResult(req.tool_call_id, finish_text(text, lim), "success"), req.name, True, ms)

@@ -1,0 +1,121 @@
+"""Write and Edit (LETTA_SDK_TOOLS=full only), confined like the readers: inside the project, never in
+.git, never a file the ignore rules exclude or one named like a credential. Files are replaced
+atomically (a temporary file in the same directory, then a rename), opened without following links."""
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from typing import Any, Mapping
+
+from .confine import Refused, Root, Target, ToolError, _CLOEXEC, _DIRECTORY, _HAS_DIR_FD, _NOFOLLOW
+from .limits import Limits
+from .readers import SNIFF, _str, looks_binary
+
+__all__ = ["write", "edit"]
+
+
+def _parent_fd(root: Root, rel: str, create: bool) -> tuple[int, str]:
+    """fd of the directory that holds ``rel`` (made if ``create``), walking down with O_NOFOLLOW."""
+    parts = rel.split("/")
+    fd = os.open(root.path, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(part, 0o777, dir_fd=fd)
+                nxt = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError as e:
+        os.close(fd)
+        raise Refused(f"{rel}: cannot reach its directory without following a link ({e.strerror})") from None
+    return fd, parts[-1]
+
+
+def _replace(root: Root, t: Target, data: bytes) -> None:
+    if not _HAS_DIR_FD:
+        raise ToolError("writing files is supported on Linux and macOS only")
+    dfd, name = _parent_fd(root, t.rel, create=True)
+    try:
+        mode = 0o666
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+                raise Refused(f"{t.rel}: not a regular file; not written")
+            mode = stat.S_IMODE(st.st_mode)
+        except FileNotFoundError:
+            pass
+        tmp = f".{name}.subconscious-{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if mode != 0o666:
+                os.chmod(tmp, mode, dir_fd=dfd, follow_symlinks=False) if os.chmod in os.supports_dir_fd else None
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(dfd)
+
+
+def write(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -> str:
+    path = _str(args, "file_path", required=True)
+    content = args.get("content")
+    if not isinstance(content, str):
+        raise ToolError("content must be a string")
+    data = content.encode("utf-8")
+    if len(data) > limits.max_write_bytes:
+        raise ToolError(f"content is {len(data):,} bytes, over the {limits.max_write_bytes:,}-byte limit")
+    t = root.resolve(path, what="file_path")
+    if t.is_dir or not t.rel:
+        raise ToolError(f"{t.shown} is a directory")
+    _replace(root, t, data)
+    return f"{'Overwrote' if t.exists else 'Created'} {t.rel} ({len(data):,} bytes)."
+
+
+def edit(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -> str:
+    path = _str(args, "file_path", required=True)
+    old, new = args.get("old_string"), args.get("new_string")
+    if not isinstance(old, str) or not old:
+        raise ToolError("old_string must be a non-empty string")
+    if not isinstance(new, str):
+        raise ToolError("new_string must be a string")
+    if old == new:
+        raise ToolError("old_string and new_string are the same; nothing to do")
+    replace_all = args.get("replace_all") in (True, "true", 1)
+    t = root.resolve(path, what="file_path")
+    if not t.exists:
+        raise ToolError(f"{path}: no such file in the project (use Write to create it)")
+    if t.is_dir:
+        raise ToolError(f"{t.shown} is a directory")
+    with os.fdopen(root.open_file(t), "rb") as fh:
+        data = fh.read(limits.max_file_bytes + 1)
+    if len(data) > limits.max_file_bytes:
+        raise ToolError(f"{t.rel} is over the {limits.max_file_bytes:,}-byte limit for editing")
+    if looks_binary(data[:SNIFF]):
+        raise ToolError(f"{t.rel} is a binary file; not edited")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{t.rel} is not UTF-8 text; not edited") from None
+    n = text.count(old)
+    if n == 0:
+        raise ToolError(f"old_string was not found in {t.rel}")
+    if n > 1 and not replace_all:
+        raise ToolError(f"old_string occurs {n} times in {t.rel}; give more context or set replace_all")
+    out = (text.replace(old, new) if replace_all else text.replace(old, new, 1)).encode("utf-8")
+    if len(out) > limits.max_write_bytes:
+        raise ToolError(f"the edited file would be {len(out):,} bytes, over the {limits.max_write_bytes:,}-byte limit")
+    _replace(root, t, out)
+    return f"Edited {t.rel}: {n if replace_all else 1} replacement(s)."
