@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from .state import copies
-from .state.conflicts import ConflictCopy, classify
+from .state.conflicts import ConflictCopy, classify, is_temporary
 
 HOSTS = "hosts"
 
@@ -95,6 +95,9 @@ class Watcher:
             def on_any_event(self, event) -> None:  # noqa: ANN001
                 if event.event_type in ("opened", "closed_no_write"):
                     return
+                names = [os.path.basename(p) for p in (event.src_path, getattr(event, "dest_path", "")) if p]
+                if names and all(is_temporary(n) is not None for n in names):
+                    return  # a temp file being written: the rename that follows is the event that counts
                 watcher._last_event = time.monotonic()
                 watcher._wake.set()
 
@@ -107,7 +110,15 @@ class Watcher:
             except OSError as exc:  # vanished between the stat and the watch
                 self.log.info("watch: cannot watch %s yet: %s", path, exc)
         observer.daemon = True
-        observer.start()
+        try:
+            observer.start()
+        except OSError as exc:  # a directory vanished before its watch was set: try again on the next check
+            self.log.info("watch: cannot watch yet (%s); retrying", exc)
+            try:
+                observer.stop()
+            except Exception:
+                pass
+            return
         self._observer, self._watching = observer, live
 
     def _stop_observer(self) -> None:
@@ -166,9 +177,11 @@ class Watcher:
 
     def run(self) -> int:
         self.log.info("watch: started on %s (host %s)", self.home, getattr(self.store, "host", "?"))
-        self.say(f"watching {self.home} (host {getattr(self.store, 'host', '?')}); stop with Ctrl-C or SIGTERM")
         self._check_dirs()
+        if str(self.home) not in self._watching:
+            self.say(f"waiting for {self.home} to appear")
         self.fold_if_needed(force=True)
+        self.say(f"watching {self.home} (host {getattr(self.store, 'host', '?')}); stop with Ctrl-C or SIGTERM")
         last_scan = time.monotonic()
         try:
             while not self.stop.is_set():
