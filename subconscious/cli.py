@@ -18,6 +18,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "merge-driver": ("subconscious.commands.merge_driver", "git merge driver for our state files: %%O %%A %%B [%%P]"),
     "sync": ("subconscious.commands.sync", "set up a sync engine for the shared state (setup-git)"),
     "demo": ("subconscious.commands.demo", "simulate several machines sharing one state dir: conflicts made and repaired"),
+    "install": ("subconscious.commands.install", "add our hooks to Claude Code's settings.json (without the plugin)"),
+    "uninstall": ("subconscious.commands.install", "remove our hooks from Claude Code's settings.json"),
 }
 
 

@@ -1,0 +1,191 @@
+"""``subconscious install`` / ``subconscious uninstall``: add or remove our hooks in a Claude Code
+settings file, for people who do not use the plugin.
+
+Target: the user settings (``$CLAUDE_CONFIG_DIR/settings.json``, else ``~/.claude/settings.json``),
+``--project DIR`` (``DIR/.claude/settings.json``) or ``--settings FILE``. The hooks are read from the
+plugin's ``hooks/hooks.json``. The file is rewritten only when something changes, atomically, keeping
+its mode, its indentation and a timestamped backup next to it; a symlinked file (dotfiles) is written
+through the link. A file that does not parse is never touched: exit 2 with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import time
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--project", metavar="DIR", help="the project's settings: DIR/.claude/settings.json")
+    where.add_argument("--settings", metavar="FILE", help="this settings file")
+    parser.add_argument("--dry-run", action="store_true", help="show the change as a diff; write nothing")
+    parser.add_argument("--hooks-file", metavar="FILE", help=argparse.SUPPRESS)  # another hooks.json (tests, forks)
+
+
+def target_path(args: argparse.Namespace, env=os.environ) -> Path:
+    if args.settings:
+        return Path(args.settings).expanduser()
+    if args.project:
+        return Path(args.project).expanduser() / ".claude" / "settings.json"
+    config = env.get("CLAUDE_CONFIG_DIR")
+    base = Path(config).expanduser() if config else Path(env.get("HOME") or Path.home()) / ".claude"
+    return base / "settings.json"
+
+
+def hooks_json(explicit: str | None = None) -> tuple[Path, Path | None]:
+    """(hooks.json, the plugin dir it belongs to). The plugin's own file when this package runs from
+    the plugin's checkout (the usual case), else the copy shipped inside the package."""
+    if explicit:
+        p = Path(explicit).expanduser()
+        return p, p.resolve().parent.parent
+    root = PACKAGE_DIR.parent
+    if (root / ".claude-plugin" / "plugin.json").is_file() and (root / "hooks" / "hooks.json").is_file():
+        return root / "hooks" / "hooks.json", root
+    return PACKAGE_DIR / "data" / "hooks.json", None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..settingsfile import SettingsError, detect_indent, install, parse_settings, plugin_hooks, render, uninstall
+
+    target = target_path(args)
+    shown = str(target)
+    try:
+        raw = target.read_bytes() if target.exists() else None
+    except OSError as exc:
+        return _fail(f"cannot read {shown}: {exc.strerror or exc}", 1)
+    if raw is None and args.verb == "uninstall":
+        print(f"{shown} does not exist; nothing to remove")
+        return 0
+    try:
+        text = raw.decode("utf-8") if raw is not None else ""
+    except UnicodeDecodeError:
+        return _fail(f"{shown} is not UTF-8 text. Nothing was changed.", 2)
+    try:
+        settings = parse_settings(text, shown)
+    except SettingsError as exc:
+        return _fail(f"{exc}. Nothing was changed: fix the file (or move it away) and run this again.", 2)
+
+    if args.verb == "install":
+        hooks_file, plugin_root = hooks_json(getattr(args, "hooks_file", None))
+        try:
+            ours = plugin_hooks(hooks_file.read_text(encoding="utf-8"), str(plugin_root) if plugin_root else None)
+        except (OSError, SettingsError) as exc:
+            return _fail(f"cannot read our hooks from {hooks_file}: {exc}", 2)
+        new = install(settings, ours)
+        events = ", ".join(ours)
+    else:
+        new, removed = uninstall(settings)
+    if new == settings and raw is not None:
+        if args.verb == "install":
+            print(f"subconscious hooks already in {shown} ({events}); nothing changed")
+        else:
+            print(f"no subconscious hooks in {shown}; nothing changed")
+        return 0
+
+    new_text = render(new, detect_indent(text))
+    if args.dry_run:
+        diff = difflib.unified_diff(text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                    fromfile=shown, tofile=shown + " (after)")
+        sys.stdout.writelines(diff)
+        print(f"(dry run: {shown} not changed)")
+        if args.verb == "install":
+            _notes(new, target)
+        return 0
+    try:
+        backup = _write(target, raw, new_text)
+    except _Changed:
+        return _fail(f"{shown} changed while we were editing it (Claude Code running?); nothing was "
+                     "written — run this again", 1)
+    except OSError as exc:
+        return _fail(f"cannot write {shown}: {exc.strerror or exc}; nothing was changed", 1)
+    kept = f"; the previous file is kept as {backup}" if backup else ""
+    if args.verb == "install":
+        print(f"added subconscious hooks to {shown} ({events}){kept}")
+        _notes(new, target)
+    else:
+        print(f"removed {removed} subconscious hook{'s' if removed != 1 else ''} from {shown}{kept}")
+    return 0
+
+
+class _Changed(Exception):
+    pass
+
+
+def _write(target: Path, raw: bytes | None, text: str) -> Path | None:
+    """Back up the old bytes (same mode), then replace the file atomically; returns the backup path."""
+    real = target.resolve() if target.is_symlink() else target  # a dotfiles link stays a link
+    directory = real.parent
+    if raw is None:
+        directory.mkdir(parents=True, exist_ok=True)
+    mode = (real.stat().st_mode & 0o777) if raw is not None else 0o600
+    backup = None
+    if raw is not None:
+        backup = _backup(target, raw, mode)
+    tmp = directory / f".{real.name}.subconscious-{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)  # umask-proof
+        now = real.read_bytes() if real.exists() else None
+        if now != raw:
+            raise _Changed()
+        os.replace(tmp, real)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return backup
+
+
+def _backup(target: Path, raw: bytes, mode: int) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(100):
+        candidate = target.with_name(f"{target.name}.bak-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        return candidate
+    raise OSError(f"too many backups of {target} this second")
+
+
+def _notes(settings: dict, target: Path) -> None:
+    import shutil
+
+    from ..settingsfile import SettingsError, enabled_plugin, parse_settings
+
+    user = target_path(argparse.Namespace(settings=None, project=None))
+    sources = [(target, settings)]
+    if user.exists() and user.resolve() != target.resolve():
+        try:
+            sources.append((user, parse_settings(user.read_text(encoding="utf-8"), str(user))))
+        except (OSError, UnicodeDecodeError, SettingsError):
+            pass
+    for path, data in sources:
+        for plugin in enabled_plugin(data):
+            print(f"note: the plugin {plugin} is enabled in {path}: with both, every hook runs twice. Keep one: "
+                  f"`claude plugin disable {plugin}`, or `subconscious uninstall`")
+    if settings.get("disableAllHooks") is True:
+        print('note: this file sets "disableAllHooks": true, so Claude Code will not run these hooks')
+    if shutil.which("subconscious") is None and not (Path.home() / ".local" / "bin" / "subconscious").exists():
+        print("note: `subconscious` is not on PATH nor in ~/.local/bin; until it is, the hooks say so and do nothing")
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"subconscious: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,163 @@
+"""Our hooks in a Claude Code settings file (``~/.claude/settings.json`` and friends): pure functions.
+
+The hooks come from the plugin's ``hooks/hooks.json`` (same commands, matchers and timeouts), so the
+plugin and ``subconscious install`` never drift. A handler is *ours* when it is a command that runs
+``subconscious hook <event>`` (any version of our command line): Claude Code rewrites settings files and
+drops keys it does not know, so no marker field would survive — the command is the mark.
+
+- :func:`parse_settings` refuses what it cannot round-trip (not JSON, duplicate keys, a ``hooks`` of the
+  wrong shape) rather than guess: the caller must then leave the file alone;
+- :func:`install` = remove ours, then append ours per event: idempotent, other hooks untouched;
+- :func:`uninstall` removes only ours; groups and events that only held ours go with them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+PLUGIN_ROOT_VARS = ("${CLAUDE_PLUGIN_ROOT}", "$CLAUDE_PLUGIN_ROOT")
+_OURS = re.compile(r"\bsubconscious['\"]?\s+hook\s+(?:session-start|user-prompt-submit|pre-tool-use|stop)\b")
+
+
+class SettingsError(ValueError):
+    """A settings or hooks file we will not touch; the message says why and what to do."""
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise SettingsError(f"the key {key!r} appears twice in one object; writing the file back would "
+                                "drop one of them")
+        out[key] = value
+    return out
+
+
+def parse_json_object(text: str, what: str) -> dict[str, Any]:
+    """``text`` as a JSON object (blank text is an empty object); SettingsError otherwise."""
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except SettingsError as exc:
+        raise SettingsError(f"{what}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{what} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _check_hooks(hooks: Any, what: str) -> None:
+    if not isinstance(hooks, dict):
+        raise SettingsError(f'{what}: "hooks" is a {type(hooks).__name__}, expected an object of events')
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            raise SettingsError(f'{what}: "hooks.{event}" is a {type(groups).__name__}, expected a list')
+        for i, group in enumerate(groups):
+            if not isinstance(group, dict) or not isinstance(group.get("hooks", []), list):
+                raise SettingsError(f'{what}: "hooks.{event}[{i}]" is not a group {{"matcher", "hooks": [...]}}')
+
+
+def parse_settings(text: str, what: str = "the settings file") -> dict[str, Any]:
+    data = parse_json_object(text, what)
+    if "hooks" in data:
+        _check_hooks(data["hooks"], what)
+    return data
+
+
+def plugin_hooks(hooks_json_text: str, plugin_root: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The ``hooks`` of the plugin's hooks.json; ``${CLAUDE_PLUGIN_ROOT}`` spelled out (settings files
+    have no plugin root). Every handler must be ours, or install could not find it again."""
+    data = parse_json_object(hooks_json_text, "hooks.json")
+    hooks = data.get("hooks")
+    _check_hooks(hooks, "hooks.json")
+    if not hooks:
+        raise SettingsError("hooks.json has no hooks")
+    out = copy.deepcopy(hooks)
+    for event, groups in out.items():
+        for group in groups:
+            for handler in group.get("hooks", []):
+                command = handler.get("command", "")
+                if any(v in command for v in PLUGIN_ROOT_VARS):
+                    if plugin_root is None:
+                        raise SettingsError("hooks.json uses ${CLAUDE_PLUGIN_ROOT} but no plugin dir is known")
+                    for v in PLUGIN_ROOT_VARS:
+                        command = command.replace(v, plugin_root)
+                    handler["command"] = command
+                if not is_ours(handler):
+                    raise SettingsError(f"hooks.json: the {event} hook does not run `subconscious hook …`")
+    return out
+
+
+def is_ours(handler: Any) -> bool:
+    return (isinstance(handler, dict) and handler.get("type", "command") == "command"
+            and isinstance(handler.get("command"), str) and _OURS.search(handler["command"]) is not None)
+
+
+def count_ours(settings: dict[str, Any]) -> int:
+    return sum(1 for groups in (settings.get("hooks") or {}).values() for g in groups
+               for h in g.get("hooks", []) if is_ours(h))
+
+
+def uninstall(settings: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """(settings without our handlers, how many were removed). Nothing else changes, except that a
+    group, an event or the ``hooks`` object left empty by the removal goes too."""
+    if not count_ours(settings):
+        return copy.deepcopy(settings), 0
+    out = copy.deepcopy(settings)
+    removed = 0
+    hooks = out["hooks"]
+    for event in list(hooks):
+        groups, removed_here = [], 0
+        for group in hooks[event]:
+            handlers = group.get("hooks", [])
+            kept = [h for h in handlers if not is_ours(h)]
+            removed_here += len(handlers) - len(kept)
+            if len(kept) == len(handlers):
+                groups.append(group)
+            elif kept:
+                groups.append({**group, "hooks": kept})
+        removed += removed_here
+        if groups or not removed_here:
+            hooks[event] = groups
+        else:  # only ours were there
+            del hooks[event]
+    if not hooks:
+        del out["hooks"]
+    return out, removed
+
+
+def install(settings: dict[str, Any], ours: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """``settings`` with our hooks (and only one copy of them): any older copy removed, ours appended
+    after the other hooks of each event."""
+    out, _ = uninstall(settings)
+    hooks = out.setdefault("hooks", {})
+    for event, groups in ours.items():
+        hooks.setdefault(event, []).extend(copy.deepcopy(groups))
+    return out
+
+
+def enabled_plugin(settings: dict[str, Any]) -> list[str]:
+    """Our plugin's ids enabled in these settings (``enabledPlugins``: ``{"subconscious@market": true}``)."""
+    enabled = settings.get("enabledPlugins")
+    if not isinstance(enabled, dict):
+        return []
+    return sorted(k for k, v in enabled.items() if isinstance(k, str) and k.startswith("subconscious@") and v is True)
+
+
+def detect_indent(text: str) -> int | str:
+    """The indentation the file uses (so a rewrite keeps its look); 2 when it cannot tell."""
+    for line in text.splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            lead = line[: len(line) - len(stripped)]
+            return "\t" if lead.startswith("\t") else len(lead)
+    return 2
+
+
+def render(settings: dict[str, Any], indent: int | str = 2) -> str:
+    return json.dumps(settings, indent=indent, ensure_ascii=False) + "\n"
