@@ -252,10 +252,14 @@ def _git(home: Path) -> tuple[Path | None, list[Finding]]:
     rows = []
     driver = configured_driver(top)
     if driver is None:
+        named = git(["config", "--get", "merge.subconscious.name"], top, check=False).stdout.strip()
+        effect = ("merge.subconscious.name is set without a driver, so git stops every merge of our files "
+                  "('custom merge driver subconscious lacks command line')" if named else
+                  "git merges would leave conflict markers in our JSON")
         rows.append(Finding(
             "git-driver-missing", ERROR, str(top),
-            "no merge.subconscious.driver in this clone: git merges would leave conflict markers in our JSON; "
-            "--fix sets it (`subconscious sync setup-git` does too; run it in every clone)", fixable=True))
+            f"no merge.subconscious.driver in this clone: {effect}; --fix sets it (`subconscious sync setup-git` "
+            "does too; run it in every clone)", fixable=True))
     elif not driver_works(driver):
         rows.append(Finding("git-driver-broken", ERROR, str(top),
                             f"merge.subconscious.driver is {driver!r}, which cannot run here; --fix points it at "
