@@ -191,8 +191,9 @@ def grep(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
         searched += 1
         count = 0
         for n, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), 1):
-            if n % 2000 == 0:
-                _check_time(deadline)
+            if n % 2000 == 0 and time.monotonic() > deadline:
+                stats["stopped"] = "time"
+                break
             if rx.search(line):
                 count += 1
                 if mode == "content":
@@ -214,7 +215,7 @@ def grep(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
                 rows.append(f"{rel}:{count}")
             if mode != "content" and len(rows) >= limits.max_paths:
                 full = True
-        if full:
+        if full or stats.get("stopped"):
             break
         if time.monotonic() > deadline:
             stats["stopped"] = "time"

@@ -3,7 +3,7 @@ one ToolResult, with the mode's policy, the per-call timeout, redaction and the 
 from __future__ import annotations
 
 import logging
-import threading
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -14,7 +14,7 @@ from .confine import Root, ToolError
 from .limits import DEFAULT_LIMITS, Limits
 from .modes import ALL_TOOLS, allowed_tools
 
-__all__ = ["SCHEMAS", "DESCRIPTIONS", "offered", "client_tools", "ToolContext", "Outcome", "execute", "finish_text"]
+__all__ = ["SCHEMAS", "DESCRIPTIONS", "offered", "client_tools", "ToolContext", "Outcome", "execute", "run_tool", "finish_text"]
 
 log = logging.getLogger("subconscious")
 
@@ -152,25 +152,56 @@ def execute(req: ToolCallRequest, ctx: ToolContext) -> Outcome:
         return _error(req, "the arguments are not a JSON object; the tool was not run.", lim, False, t0)
     if ctx.root is None:
         return _error(req, f"{ctx.root_error}; the tool was not run.", lim, False, t0)
-    fn = _impl(req.name)
-    deadline = t0 + lim.call_timeout
-    box: list = []
-
-    def run() -> None:
-        try:
-            box.append(("ok", fn(ctx.root, req.arguments, lim, deadline)))
-        except ToolError as e:
-            box.append(("error", str(e)))
-        except Exception as e:  # noqa: BLE001 - the agent gets an error result, the worker goes on
-            box.append(("error", f"the tool failed ({type(e).__name__}: {e})"))
-
-    worker = threading.Thread(target=run, name=f"tool-{req.name}", daemon=True)
-    worker.start()
-    worker.join(lim.call_timeout + 2.0)
-    if not box:
-        return _error(req, f"{req.name} did not finish within {lim.call_timeout:g} s; stopped waiting.", lim, True, t0)
-    kind, text = box[0]
+    got = _run_isolated(req.name, ctx.root.given, req.arguments, lim)
     ms = int((time.monotonic() - t0) * 1000)
+    if got is None:
+        return _error(req, f"{req.name} did not finish within {lim.call_timeout:g} s and was stopped.", lim, True, t0)
+    kind, text = got
     if kind == "error":
         return Outcome(ToolResult(req.tool_call_id, finish_text("Error: " + text, lim), "error"), req.name, True, ms)
     return Outcome(ToolResult(req.tool_call_id, finish_text(text, lim), "success"), req.name, True, ms)
+
+
+def run_tool(name: str, cwd: str, args: dict, limits: Limits, timeout: float) -> tuple[str, str]:
+    """Run one tool in this process: ("ok", text) or ("error", message)."""
+    deadline = time.monotonic() + timeout
+    try:
+        return "ok", _impl(name)(Root(cwd), args, limits, deadline)
+    except ToolError as e:
+        return "error", str(e)
+    except Exception as e:  # noqa: BLE001 - the agent gets an error result, the worker goes on
+        return "error", f"the tool failed ({type(e).__name__}: {e})"
+
+
+def _child(conn, name: str, cwd: str, args: dict, limits: Limits, timeout: float) -> None:
+    try:
+        conn.send(run_tool(name, cwd, args, limits, timeout))
+    finally:
+        conn.close()
+
+
+def _run_isolated(name: str, cwd: str, args: dict, limits: Limits) -> tuple[str, str] | None:
+    """Run one tool in a child process, killed at the per-call timeout (a regular expression that
+    backtracks forever, or a read stuck on a network filesystem, cannot be interrupted in-process).
+    None when it was stopped."""
+    import multiprocessing as mp
+
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    mpc = mp.get_context(method)
+    recv, send = mpc.Pipe(duplex=False)
+    proc = mpc.Process(target=_child, args=(send, name, cwd, dict(args), limits, limits.call_timeout),
+                       name=f"subconscious-tool-{name}", daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(limits.call_timeout + (1.0 if method == "fork" else 5.0)):
+            try:
+                return recv.recv()
+            except (EOFError, OSError):
+                return "error", "the tool process ended without an answer"
+        return None
+    finally:
+        recv.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5.0)
