@@ -29,27 +29,49 @@ def device_id(name: str) -> str:
     return base64.b32encode(hashlib.sha256(name.encode()).digest()).decode()[:7]
 
 
-def digest(path: Path) -> str | None:
+_DIGESTS: dict[str, tuple[tuple[int, int, int], str]] = {}
+
+
+def digest(path: Path | str) -> str | None:
+    """The content digest of ``path`` (None when missing), cached by (inode, size, mtime)."""
+    path = str(path)
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except (FileNotFoundError, IsADirectoryError):
+        st = os.stat(path)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        hit = _DIGESTS.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        with open(path, "rb") as f:
+            value = hashlib.sha256(f.read()).hexdigest()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+    _DIGESTS[path] = (key, value)
+    return value
 
 
-def listing(root: Path) -> dict[str, Path]:
-    """relative posix path → file, skipping temp files and directories."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".st")]
-        for name in filenames:
-            if is_temporary(name) is not None or name.startswith(".stignore"):
-                continue
-            p = Path(dirpath) / name
-            out[p.relative_to(root).as_posix()] = p
+def listing(root: Path) -> dict[str, str]:
+    """relative posix path → file, skipping temp files and Syncthing's own files."""
+    out: dict[str, str] = {}
+    base = str(root)
+
+    def walk(directory: str, prefix: str) -> None:
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if not e.name.startswith(".st"):
+                    walk(e.path, prefix + e.name + "/")
+            elif is_temporary(e.name) is None and not e.name.startswith(".stignore"):
+                out[prefix + e.name] = e.path
+
+    walk(base, "")
     return out
 
 
-def _copy_file(src: Path, dst: Path) -> None:
+def _copy_file(src: Path | str, dst: Path | str) -> None:
+    src, dst = Path(src), Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = dst.with_name(f".syncthing.{dst.name}.tmp")
     data = src.read_bytes()
@@ -130,13 +152,13 @@ class Network:
         link = self.link(a, b)
         if not link.up:
             return []
-        ra, rb = self.roots[link.a], self.roots[link.b]
+        ra, rb = str(self.roots[link.a]), str(self.roots[link.b])
         la, lb = listing(ra), listing(rb)
         made = []
         for rel in sorted(set(la) | set(lb) | set(link.base)):
             if only is not None and rel not in only:
                 continue
-            pa, pb = ra / rel, rb / rel
+            pa, pb = la.get(rel) or os.path.join(ra, rel), lb.get(rel) or os.path.join(rb, rel)
             da, db = digest(pa), digest(pb)
             base = link.base.get(rel)
             if da == db:
@@ -152,27 +174,27 @@ class Network:
             elif db is None:
                 self._apply(pa, pb, da)
             else:
-                ma, mb = pa.stat().st_mtime_ns, pb.stat().st_mtime_ns
+                ma, mb = os.stat(pa).st_mtime_ns, os.stat(pb).st_mtime_ns
                 a_loses = (ma, link.a) < (mb, link.b)
                 win, lose = (pb, pa) if a_loses else (pa, pb)
                 winner, loser = (link.b, link.a) if a_loses else (link.a, link.b)
-                data, mtime = lose.read_bytes(), lose.stat().st_mtime_ns
+                data, mtime = Path(lose).read_bytes(), os.stat(lose).st_mtime_ns
                 copy = self._copy_name(link, rel, loser, winner, mtime, set(la) | set(lb) | set(link.base))
                 _copy_file(win, lose)
                 for root in (ra, rb):
-                    _write_copy(data, mtime, root / copy)
+                    _write_copy(data, mtime, Path(root) / copy)
                 link.base[copy] = hashlib.sha256(data).hexdigest()
-                la[copy] = ra / copy
+                la[copy] = os.path.join(ra, copy)
                 made.append(copy)
             link.base[rel] = digest(pa)
         self.conflicts += made
         return made
 
     @staticmethod
-    def _apply(src: Path, dst: Path, want: str | None) -> None:
+    def _apply(src: Path | str, dst: Path | str, want: str | None) -> None:
         if want is None:
             try:
-                dst.unlink()
+                os.unlink(dst)
             except FileNotFoundError:
                 pass
         else:
