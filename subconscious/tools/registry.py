@@ -173,7 +173,25 @@ def run_tool(name: str, cwd: str, args: dict, limits: Limits, timeout: float) ->
         return "error", f"the tool failed ({type(e).__name__}: {e})"
 
 
+def _bound_child(timeout: float) -> None:
+    """Backstops for a child the worker can no longer stop: die with the worker (Linux), and a CPU limit."""
+    try:
+        import resource
+        cpu = int(timeout) + 3
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
+    except (ImportError, ValueError, OSError):
+        pass
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 def _child(conn, name: str, cwd: str, args: dict, limits: Limits, timeout: float) -> None:
+    _bound_child(timeout)
     try:
         conn.send(run_tool(name, cwd, args, limits, timeout))
     finally:
