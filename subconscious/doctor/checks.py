@@ -293,9 +293,10 @@ def _encryption(local, store, synced: tuple[Path, ...]) -> list[Finding]:
     for item in encryption_findings(store, KeyRing.load(local.keys), synced_dirs=synced):
         get = item.get if isinstance(item, Mapping) else (lambda k, d=None, i=item: getattr(i, k, d))
         severity = get("severity", WARNING)
+        path = str(get("path", "") or "")
         rows.append(Finding(
             str(get("kind") or "encryption"), severity if severity in (ERROR, WARNING, INFO) else WARNING,
-            str(get("path", "") or ""), str(get("message", "") or ""), fixable=False,
+            _rel(path, store.home) if path else "", str(get("message", "") or ""), fixable=False,
             details={k: get(k) for k in ("key_id", "paths") if get(k) is not None}))
     return rows
 

@@ -371,3 +371,17 @@ def test_without_fix_nothing_changes_even_in_a_home_full_of_problems(home):
             "temp-file", "git-driver-missing"} <= kinds
     assert tree(home.tmp) == before  # not a byte, name, mode or mtime changed (home, local dirs, .git)
     assert not (home.state / "quarantine").exists()
+
+
+# --------------------------------------------------------------------------- encryption (issue 5's hook)
+
+
+def test_values_sealed_with_a_key_this_machine_lacks_are_reported(home):
+    from subconscious.state.seal import Key, seal
+
+    elsewhere = Key.generate()  # a key only another machine holds
+    envelope = seal(elsewhere, "guidance text", session_id="s7", label="guidance")
+    home.store().update_session("s7", lambda cur: SessionState("s7", last_block_values={"guidance": envelope}))
+    rows = [f for f in home.findings() if f.kind == "unknown-key"]
+    assert len(rows) == 1 and rows[0].path == "session-s7.json" and rows[0].details["key_id"] == elsewhere.id
+    assert "guidance text" not in json.dumps(json.loads(home.doctor("--json").stdout))
