@@ -27,6 +27,7 @@ def report_json(before, after=None, actions=None) -> dict:
         "host": final.host,
         "ok": not final.problems,
         "counts": final.counts,
+        "conflict_copies_by_engine": final.by_engine,
         "findings": [f.to_json() for f in final.findings],
         "elapsed_s": round(final.elapsed_s, 3),
     }
@@ -44,8 +45,10 @@ def render(report, title: str | None = None) -> str:
         lines.append(title)
     c = report.counts
     if c:
+        engines = ", ".join(f"{e} {n}" for e, n in report.by_engine.items())
         lines.append(f"{c.get('sessions', 0)} sessions, {c.get('conversations', 0)} conversations, "
-                     f"{c.get('hosts', 0)} hosts, {c.get('conflict_copies', 0)} conflict copies")
+                     f"{c.get('hosts', 0)} hosts, {c.get('conflict_copies', 0)} conflict copies"
+                     + (f" ({engines})" if engines else ""))
     if report.findings:
         lines.append(table(report.findings))
     lines.append(summary(report.findings))

@@ -40,6 +40,7 @@ class Report:
     counts: dict[str, int] = field(default_factory=dict)
     git_top: Path | None = None
     elapsed_s: float = 0.0
+    by_engine: dict[str, int] = field(default_factory=dict)  # conflict copies per sync engine
 
     @property
     def problems(self) -> list[Finding]:
@@ -350,6 +351,10 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
             "sessions": n_sessions, "conversations": len(live), "tombstones": len(snap.raw) - len(live),
             "hosts": len(snap.shards), "conflict_copies": len(snap.copies) + len(session_copies),
         }
+        by_engine: dict[str, int] = {}
+        for copy in [f.copy for f in snap.copies] + [c for _, c in session_copies]:
+            by_engine[copy.engine.value] = by_engine.get(copy.engine.value, 0) + 1
+        report.by_engine = dict(sorted(by_engine.items()))
     else:
         report.findings.append(Finding("letta-home", INFO, str(home), "no state here yet (nothing written)"))
         report.counts = {"sessions": 0, "conversations": 0, "tombstones": 0, "hosts": 0, "conflict_copies": 0}

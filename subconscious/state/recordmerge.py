@@ -1,0 +1,185 @@
+"""Three-way and n-way merges of the maps inside our files (conversations, settings, a shard's
+fields), ordered exactly as the store orders versions. Pure; used by :mod:`.filemerge`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping
+
+from .clock import ZERO, Stamp
+from .merge import merge_session_versions
+from .records import RecordError, SessionState, canonical, normalize_record, parse_session, parse_setting, raw_stamp
+
+_MISSING: Any = object()
+
+
+# --------------------------------------------------------------------------- record orders
+
+
+OrderKey = tuple
+
+
+def conversation_order(value: Any) -> OrderKey:
+    """Order of versions of one conversations key; the store's ``raw_later`` for valid values, and
+    below every valid value (compared by text) for values the store cannot read."""
+    try:
+        n = normalize_record(value)
+    except (RecordError, ValueError, TypeError, KeyError):
+        return (0, ZERO, "", canonical(value), "")
+    return (1, raw_stamp(n), n["host"], canonical(n), canonical(value))  # last: the written form (ties)
+
+
+def setting_order(value: Any) -> OrderKey:
+    try:
+        s = parse_setting(value)
+    except (RecordError, ValueError, TypeError):
+        return (0, ZERO, "", canonical(value), "")
+    return (1, s.stamp, s.host, canonical(s.to_json()), canonical(value))
+
+
+def _same(a: Any, b: Any, order: Callable[[Any], OrderKey]) -> bool:
+    """The same version (written in the same or another form, e.g. upstream's bare string)."""
+    return a == b or order(a)[:-1] == order(b)[:-1]
+
+
+def _pick(a: Any, b: Any, order: Callable[[Any], OrderKey]) -> Any:
+    return a if order(a) >= order(b) else b
+
+
+def merge_map2(maps: Iterable[Mapping[str, Any]], order: Callable[[Any], OrderKey]) -> dict[str, Any]:
+    """Union of maps, the later version of each key by ``order`` (a join: any order, one result)."""
+    out: dict[str, Any] = {}
+    for m in maps:
+        for key, value in m.items():
+            have = out.get(key, _MISSING)
+            out[key] = value if have is _MISSING or have == value else _pick(have, value, order)
+    return out
+
+
+def merge_map3(
+    base: Mapping[str, Any] | None,
+    ours: Mapping[str, Any],
+    theirs: Mapping[str, Any],
+    order: Callable[[Any], OrderKey],
+) -> dict[str, Any]:
+    """Three-way merge of maps key → version.
+
+    A key removed on one side and unchanged (same version as the ancestor) on the other is removed;
+    a key removed on one side and changed on the other keeps the change; everything else is
+    last-writer-wins by ``order``.
+    """
+    base = base or {}
+    out: dict[str, Any] = {}
+    for key in sorted(set(ours) | set(theirs)):
+        a, b, o = ours.get(key, _MISSING), theirs.get(key, _MISSING), base.get(key, _MISSING)
+        if a is _MISSING:
+            if o is not _MISSING and _same(b, o, order):
+                continue  # ours deleted it, theirs did not touch it
+            out[key] = b
+        elif b is _MISSING:
+            if o is not _MISSING and _same(a, o, order):
+                continue
+            out[key] = a
+        else:
+            out[key] = a if a == b else _pick(a, b, order)
+    return out
+
+
+def _live(view: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in view.items() if not (isinstance(v, dict) and v.get("deleted") is True)}
+
+
+# --------------------------------------------------------------------------- per kind
+
+
+def merge_views(base: Mapping | None, ours: Mapping, theirs: Mapping) -> dict:
+    """Three-way merge of ``conversations.json`` maps (live entries only, like the store's view)."""
+    return _live(merge_map3(base, ours, theirs, conversation_order))
+
+
+def _stamp(value: Any) -> Stamp:
+    try:
+        return Stamp.decode(value)
+    except ValueError:
+        return ZERO
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _shard_rank(s: Mapping) -> tuple:
+    return (_stamp(s.get("clock")), _int(s.get("written")) or 0, canonical(s))
+
+
+def _fold_shards(values: list[dict]) -> dict | None:
+    """Several versions of one side (conflict-marker sides) joined into one (no deletions)."""
+    if not values:
+        return None
+    out = dict(max(values, key=_shard_rank))
+    out["conversations"] = merge_map2((v.get("conversations", {}) for v in values), conversation_order)
+    out["settings"] = merge_map2((v.get("settings", {}) for v in values), setting_order)
+    for key in ("clock",):
+        stamps = [_stamp(v.get(key)) for v in values if key in v]
+        if stamps:
+            out[key] = max(stamps).encode()
+    for key in ("written", "format"):
+        ints = [i for v in values if (i := _int(v.get(key))) is not None]
+        if ints:
+            out[key] = max(ints)
+    return out
+
+
+_SHARD_MERGED = frozenset({"conversations", "settings", "clock", "written", "format", "host", "name"})
+
+
+def merge_shards(base: Mapping | None, ours: Mapping, theirs: Mapping, host: str | None = None) -> dict:
+    """Three-way merge of two versions of one host's shard."""
+    later, earlier = (ours, theirs) if _shard_rank(ours) >= _shard_rank(theirs) else (theirs, ours)
+    b = base or {}
+    out: dict[str, Any] = {}
+    for key in sorted((set(ours) | set(theirs)) - _SHARD_MERGED):
+        a, t, o = ours.get(key, _MISSING), theirs.get(key, _MISSING), b.get(key, _MISSING)
+        if a == t:
+            out[key] = a
+        elif a is _MISSING or (o is not _MISSING and a == o):
+            if t is not _MISSING:
+                out[key] = t
+        elif t is _MISSING or (o is not _MISSING and t == o):
+            out[key] = a
+        else:
+            out[key] = later.get(key, earlier.get(key))
+    out["conversations"] = merge_map3(
+        b.get("conversations") if isinstance(b.get("conversations"), dict) else None,
+        ours.get("conversations", {}), theirs.get("conversations", {}), conversation_order,
+    )
+    out["settings"] = merge_map3(
+        b.get("settings") if isinstance(b.get("settings"), dict) else None,
+        ours.get("settings", {}), theirs.get("settings", {}), setting_order,
+    )
+    clocks = [_stamp(s["clock"]) for s in (ours, theirs) if "clock" in s]
+    if clocks:
+        out["clock"] = max(clocks).encode()
+    for key in ("written", "format"):
+        ints = [i for s in (ours, theirs) if (i := _int(s.get(key))) is not None]
+        if ints:
+            out[key] = max(ints)
+        elif key in later:
+            out[key] = later[key]
+    out["host"] = host or later.get("host", earlier.get("host"))
+    if "name" in later or "name" in earlier:
+        out["name"] = later.get("name", earlier.get("name"))
+    return out
+
+
+def merge_session_values(values: Iterable[Any], session_id: str | None) -> SessionState:
+    """Every version of one session file joined (raises :class:`RecordError` for a foreign value)."""
+    states: list[SessionState] = []
+    for value in values:
+        state = parse_session(value, session_id)
+        if session_id is None:
+            session_id = state.session_id
+        states.append(state)
+    merged = merge_session_versions(states)
+    if merged is None:
+        raise RecordError("no session version")
+    return merged
