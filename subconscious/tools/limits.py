@@ -9,7 +9,8 @@ class Limits:
     max_calls_per_turn: int = 20          # tool calls run for one message; later calls get an error
     call_timeout: float = 15.0            # seconds for one tool call (Bash included)
     max_file_bytes: int = 2 * 1024 * 1024  # Read / Edit refuse bigger files, Grep skips them
-    max_result_chars: int = 16_000        # one tool result, after redaction
+    max_result_chars: int = 8_000         # one tool result, after redaction (~2k tokens)
+    max_turn_result_chars: int = 40_000   # all results of one turn: the bundled agent's window is 32k tokens
     max_read_lines: int = 2000            # lines returned by one Read unless the agent asks for fewer
     max_line_chars: int = 2000            # a longer line is cut in Read output
     max_grep_line_chars: int = 300        # a matching line is cut in Grep output

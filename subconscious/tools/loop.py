@@ -5,8 +5,9 @@ until the turn ends.
   ``requires_approval``, each requested call is run locally (:func:`registry.execute`: the mode's policy,
   confinement, per-call timeout, redaction, size caps) and answered with ``status`` success or error; a
   tool the mode does not allow, or an unknown one, gets an error result and is never run.
-- At most ``Limits.max_calls_per_turn`` calls are run per turn. Past that, calls are answered with an
-  error and the tools are withdrawn (the next requests carry no ``client_tools``), so the agent has to
+- At most ``Limits.max_calls_per_turn`` calls are run per turn, and their results together stay under
+  ``Limits.max_turn_result_chars`` (the agent's context window is small). Past either, calls are
+  answered with an error and the tools are withdrawn (the next requests carry no ``client_tools``), so the agent has to
   end its turn.
 - A conversation left waiting for approvals (a worker stopped between the agent's request and its
   answer) refuses new messages. :func:`run_turn` then answers the waiting calls under the current
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..letta.errors import LettaConflictError, LettaError, LettaProtocolError, LettaTimeoutError
 from ..letta.messages import ToolCallRequest, ToolResult, TurnResult, tool_call_request
@@ -30,6 +31,7 @@ __all__ = ["run_turn", "requests_of", "pending_requests", "TurnStats"]
 
 log = logging.getLogger("subconscious")
 RESULT_RETRIES = 3
+MIN_RESULT_BUDGET = 500  # below this many characters left for the turn's results, calls are refused
 
 
 @dataclass
@@ -39,6 +41,7 @@ class TurnStats:
     refused: int = 0      # answered with an error without running (policy, cap, bad arguments)
     rounds: int = 0       # tool-result round trips
     recovered: int = 0    # calls answered that an earlier run had left waiting
+    result_chars: int = 0  # characters of tool results sent back
 
 
 def requests_of(messages) -> list[ToolCallRequest]:
@@ -115,14 +118,24 @@ class _Turn:
 
     def _answer(self, req: ToolCallRequest) -> Outcome:
         s, lim = self.stats, self.lim
+        budget = lim.max_turn_result_chars - s.result_chars
         if s.calls >= lim.max_calls_per_turn:
             out = refuse(req, f"the limit of {lim.max_calls_per_turn} tool calls per turn is reached, so {req.name} "
                               "was not run and the tools are withdrawn for the rest of this turn; finish your turn "
                               "with what you have.", lim)
             self.offer = []
+        elif budget < MIN_RESULT_BUDGET:
+            out = refuse(req, f"the tool results of this turn have reached {lim.max_turn_result_chars:,} characters, so "
+                              f"{req.name} was not run and the tools are withdrawn for the rest of this turn; finish "
+                              "your turn with what you have.", lim)
+            self.offer = []
         else:
-            out = execute(req, self.ctx)
+            ctx = self.ctx
+            if budget < lim.max_result_chars:
+                ctx = replace(ctx, limits=replace(ctx.limits, max_result_chars=budget))
+            out = execute(req, ctx)
         s.calls += 1
+        s.result_chars += len(out.result.output)
         if out.ran:
             s.ran += 1
         else:

@@ -182,11 +182,12 @@ def grep(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
             continue
         try:
             with os.fdopen(root.open_walked(abspath), "rb") as fh:
-                data = fh.read(limits.max_file_bytes + 1)
+                data = fh.read(SNIFF)
+                if looks_binary(data):
+                    skipped_binary += 1
+                    continue
+                data += fh.read(limits.max_file_bytes + 1 - len(data))
         except (OSError, ToolError):
-            continue
-        if looks_binary(data[:SNIFF]):
-            skipped_binary += 1
             continue
         searched += 1
         count = 0

@@ -260,6 +260,21 @@ def test_a_tool_loop_is_stopped_by_the_cap(tmp_path, project, letta_server, lett
     assert s.log().count("tools: Read README.md -> success") == 20
 
 
+def test_a_turn_stops_reading_when_its_results_fill_the_budget(tmp_path, project, letta_server, letta_agent,
+                                                               letta_env, fake_llm):
+    """The results of one turn stay under 40,000 characters (the bundled agent's window is 32k tokens)."""
+    (project / "big.txt").write_text("".join(f"line {i:05d} " + "x" * 60 + "\n" for i in range(3000)))
+    s = make_session(tmp_path, letta_server, letta_agent, letta_env, "read-only", project)
+    last = s.say("Read it all.\n" + "".join('CALL Read {"file_path": "big.txt"}\n' for _ in range(10)))
+    assert s.wait_cursor(last) == last
+    ex = s.exchanges()
+    assert 5 <= len(ex) < 10
+    assert all(e["status"] == "success" for e in ex[:-1]) and ex[-1]["status"] == "error"
+    assert "reached 40,000 characters" in ex[-1]["result"]
+    assert sum(len(e["result"]) for e in ex) <= 40_000 + 500
+    assert any("tool Read not offered" in t for t in s.assistant_texts())
+
+
 def test_the_cursor_moves_only_after_the_whole_turn(tmp_path, project, letta_server, letta_agent, letta_env, fake_llm):
     s = make_session(tmp_path, letta_server, letta_agent, letta_env, "read-only", project)
     before = s.cursor()
