@@ -20,13 +20,14 @@ from typing import Iterator, Mapping
 
 from .ignore import RuleSet, global_excludes_path, load_rules_file
 
-__all__ = ["Refused", "ToolError", "ToolTimeout", "Root", "Target", "SECRET_NAMES", "is_secret_name", "within"]
+__all__ = ["Refused", "ToolError", "ToolTimeout", "Root", "Target", "SECRET_NAMES", "SECRET_DIRS", "is_secret_name", "within"]
 
 # file names never shown (credentials by convention); *.example / *.sample / *.template env files are fine
 SECRET_NAMES = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx",
                 "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_rsa.*", "id_ecdsa.*", "id_ed25519.*",
-                ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".pgpass", "credentials.json",
+                ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".pgpass", "credentials", "credentials.json",
                 "*.tfstate", "*.tfstate.*")
+SECRET_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".kube", ".password-store"})  # never entered
 _SECRET_OK = (".env.example", ".env.sample", ".env.template", ".env.dist", "*.pub")
 _HAS_DIR_FD = os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -82,6 +83,10 @@ class Root:
         self.path = os.path.realpath(cwd)
         if not os.path.isdir(self.path):
             raise ToolError(f"the session's project directory {cwd!r} does not exist on this machine")
+        home = env.get("HOME") or os.path.expanduser("~")
+        if self.path == os.path.dirname(self.path) or (home and self.path == os.path.realpath(home)):
+            raise ToolError(f"the session runs in {self.given}, the home or root directory, not a project: "
+                            "the tools work only inside a project directory")
         outer = []
         g = global_excludes_path(env)
         if g:
@@ -115,6 +120,8 @@ class Root:
         parts = rel.split("/")
         if ".git" in parts:
             return "files inside .git are not shown"
+        if SECRET_DIRS.intersection(parts):
+            return "directories that hold credentials (%s) are never shown" % ", ".join(sorted(SECRET_DIRS & set(parts)))
         if not is_dir and is_secret_name(parts[-1]):
             return "files named like credentials (%s) are never shown" % parts[-1]
         if self.rules.ignored(rel, is_dir):
@@ -244,7 +251,7 @@ class Root:
                         yield rel, real, os.stat(real)
                         continue
                     if e.is_dir(follow_symlinks=False):
-                        if not self.rules.ignored_here(rel, True):
+                        if e.name not in SECRET_DIRS and not self.rules.ignored_here(rel, True):
                             subdirs.append(rel)
                         continue
                     if not e.is_file(follow_symlinks=False):

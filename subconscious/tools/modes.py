@@ -23,20 +23,20 @@ AGENT_TEXT = {
                  "client-side tools Read, Grep and Glob, which run on the user's machine. They see only that "
                  "directory (not .git internals, ignored files or credential files), results are capped and "
                  "secrets in them redacted; you cannot change files or run commands, and there is no web access.",
-    "full": "While you process this session you can use the client-side tools Read, Grep, Glob, Write, Edit and "
-            "Bash on the user's machine, confined to its project directory (Bash runs in a sandbox with no "
-            "network, and only if the machine has one). The user opted into this: change files only when the "
-            "session clearly asks for it, and never touch the user's work otherwise.",
+    "full": "You have full tool access to this session's project directory on the user's machine: the "
+            "client-side tools Read, Grep, Glob, Write, Edit and Bash, confined to that directory (Bash runs in "
+            "a sandbox without network, and only where the machine has one; there is no web access). The user "
+            "opted into this: change files only when the session clearly asks for it, never otherwise.",
     "off": "You have no tools on the user's machine: work only from what the session sends you and your memory.",
 }
 
 # For Claude Code (one line in the injected context).
 CLAUDE_LINE = {
-    "read-only": "It can read and search this project's files (Read, Grep, Glob; read-only, confined to the "
-                 "project directory).",
-    "full": "It can read, search and change this project's files and run sandboxed commands in it "
+    "read-only": "Your subconscious can read and search this project's files (Read, Grep, Glob), read-only and "
+                 "confined to the project directory (LETTA_SDK_TOOLS=read-only).",
+    "full": "Your subconscious can read, search and change this project's files and run sandboxed commands in it "
             "(LETTA_SDK_TOOLS=full).",
-    "off": "It cannot see this project's files; it knows only the transcript (LETTA_SDK_TOOLS=off).",
+    "off": "Your subconscious cannot see this project's files, only this session's transcript (LETTA_SDK_TOOLS=off).",
 }
 
 

@@ -34,6 +34,8 @@ def world(tmp_path_factory) -> dict:
     (proj / "app.log").write_text("log\n")
     (proj / ".env").write_text("TOKEN=abc\n")
     (proj / ".env.example").write_text("TOKEN=\n")
+    (proj / ".aws").mkdir()
+    (proj / ".aws" / "config").write_text("[default]\n")
     os.symlink(outside, proj / "out_dir")
     os.symlink(outside / "secret.txt", proj / "out_file")
     os.symlink("../../outside/secret.txt", proj / "src" / "rel_out")
@@ -98,6 +100,7 @@ def test_no_resolved_path_ever_escapes_the_root(world, lead_and_path):
     ("to_ignored", "ignore rules"),
     ("app.log", "ignore rules"),
     (".env", "credentials"),
+    (".aws/config", "hold credentials"),
     ("/etc/passwd", "outside the project"),
 ])
 def test_refusals_say_why(world, path, why):
@@ -169,8 +172,15 @@ def test_a_missing_project_directory_is_a_tool_error(tmp_path):
         Root(str(tmp_path / "gone"), ENV)
 
 
+def test_the_home_or_root_directory_is_not_a_project(tmp_path):
+    with pytest.raises(ToolError, match="not a project"):
+        Root(str(tmp_path), {"HOME": str(tmp_path)})
+    with pytest.raises(ToolError, match="not a project"):
+        Root("/", ENV)
+
+
 def test_secret_names():
-    for name in (".env", ".env.local", "server.pem", "id_rsa", "id_ed25519", ".netrc", "prod.tfstate"):
+    for name in (".env", ".env.local", "server.pem", "id_rsa", "id_ed25519", ".netrc", "prod.tfstate", "credentials"):
         assert is_secret_name(name), name
     for name in (".env.example", "id_rsa.pub", "env.py", "keys.py", "README.md"):
         assert not is_secret_name(name), name
