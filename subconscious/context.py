@@ -129,15 +129,17 @@ WHISPER_INSTRUCTION = (
     'short line starting with "Sub notes:", then carry on with the task.')
 
 
-def format_messages(agent_name: str, messages: Sequence[AgentMessage], *, instruction: bool = True) -> str | None:
-    """``<letta_message>`` elements (oldest first) plus the instruction; None if no messages."""
+def format_messages(agent_name: str, messages: Sequence[AgentMessage], *, instruction: bool = True,
+                    tools_line: str = "") -> str | None:
+    """``<letta_message>`` elements (oldest first) plus the instruction (and ``tools_line``: what the
+    subconscious may do in the project); None if no messages."""
     if not messages:
         return None
     parts = ['<letta_message from="%s" timestamp="%s">\n%s\n</letta_message>'
              % (escape_attr(agent_name), escape_attr(m.date or "unknown"), escape(m.content))
              for m in messages]
     if instruction:
-        parts.append("<instruction>%s</instruction>" % escape(WHISPER_INSTRUCTION))
+        parts.append("<instruction>%s</instruction>" % escape(" ".join(t for t in (WHISPER_INSTRUCTION, tools_line) if t)))
     return "\n".join(parts)
 
 
@@ -206,7 +208,7 @@ def format_memory_update(changes: Sequence[BlockChange]) -> str | None:
 
 
 def format_full_context(agent_name: str, blocks: Sequence[Block], *, agent_description: str = "",
-                        conversation_url: str | None = None) -> str:
+                        conversation_url: str | None = None, tools_line: str = "") -> str:
     """``<letta_context>`` + ``<letta_memory_blocks>``: shown on a session's first prompt in full mode."""
     about = [
         'Subconscious layer: a Letta agent named "%s" runs alongside this session.' % escape(agent_name),
@@ -218,6 +220,8 @@ def format_full_context(agent_name: str, blocks: Sequence[Block], *, agent_descr
                  "it happens, and sends notes as letta_message elements before prompts and tool calls. "
                  "Anything you write here reaches it; it may answer on a later turn. Its memory blocks "
                  "follow; use them as background knowledge.")
+    if tools_line:
+        about.append(escape(tools_line))
     if blocks:
         body = "\n".join('<%s description="%s">\n%s\n</%s>'
                          % (tag_name(b.label), escape_attr(b.description), escape(b.value), tag_name(b.label))
@@ -248,7 +252,8 @@ def _copy(values: Mapping[str, str] | None) -> dict[str, str] | None:
 def prompt_injection(mode: str, agent_name: str, messages_newest_first: Iterable[Any],
                      last_seen_id: str | None, blocks: Sequence[Any] = (),
                      last_block_values: Mapping[str, str] | None = None, *,
-                     agent_description: str = "", conversation_url: str | None = None) -> Injection:
+                     agent_description: str = "", conversation_url: str | None = None,
+                     sdk_tools: str | None = None) -> Injection:
     """UserPromptSubmit stdout for ``mode`` (``whisper`` | ``full`` | ``off``).
 
     Full mode shows the context and all blocks when ``last_block_values`` is None (first prompt
@@ -256,14 +261,17 @@ def prompt_injection(mode: str, agent_name: str, messages_newest_first: Iterable
     """
     if mode not in ("whisper", "full"):
         return Injection(None, last_seen_id, _copy(last_block_values))
+    from .tools.modes import claude_line  # no imports of its own
+
+    line = claude_line(sdk_tools) if sdk_tools else ""
     fresh, seen = new_messages(messages_newest_first, last_seen_id)
-    parts = [format_messages(agent_name, fresh)]
+    parts = [format_messages(agent_name, fresh, tools_line=line)]
     values = _copy(last_block_values)
     if mode == "full":
         bl = [as_block(b) for b in blocks]
         if last_block_values is None:
             parts.insert(0, format_full_context(agent_name, bl, agent_description=agent_description,
-                                                conversation_url=conversation_url))
+                                                conversation_url=conversation_url, tools_line=line))
         else:
             parts.append(format_memory_update(changed_blocks(bl, last_block_values)))
         values = {b.label: b.value for b in bl}

@@ -341,19 +341,12 @@ def session_update(lines: Sequence[str], cursor: int, session_id: str) -> tuple[
     return u.payload, u.cursor
 
 
-_TOOL_ACCESS = {
-    "read-only": "You can use read-only tools here (read files, search the project) to check things "
-                 "for yourself; you cannot change files or run commands.",
-    "full": "You have full tool access on this machine, including editing files and running commands. "
-            "Use it sparingly and never change the user's work without being asked.",
-    "off": "You have no tools on this machine: work only from what the session sends you and your memory.",
-}
-
-
 def session_start_message(*, project: str, path: str, session_id: str, timestamp: str,
                           sdk_tools_mode: str, machine: str | None = None) -> str:
     """The ``<claude_code_session_start>`` message sent when a session begins."""
-    access = _TOOL_ACCESS.get(sdk_tools_mode, "Tool access mode: %s." % sdk_tools_mode)
+    from .tools.modes import agent_text  # the words match what the worker's tools do (no imports)
+
+    access = agent_text(sdk_tools_mode)
     context = ("A new Claude Code session has started. You will receive its transcript as it happens, "
                "in <claude_code_session_update> messages. Watch, remember what matters across sessions, "
                "and whisper short, useful guidance to Claude Code when you have some. " + access)

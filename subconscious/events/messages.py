@@ -37,8 +37,9 @@ def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool:
     local.last_fetch_ms = int(time.time() * 1000)
     localsession.save(ctx.sessions_dir, local)
     build = pre_tool_injection if pre_tool else prompt_injection
+    extra = {} if pre_tool else {"sdk_tools": ctx.settings.sdk_tools}
     injection = build(ctx.settings.mode, local.agent_name, messages, session.last_seen_message_id,
-                      blocks, (cached or None) if full else None)
+                      blocks, (cached or None) if full else None, **extra)
     blocks_changed = full and injection.block_values is not None and injection.block_values != cached
     if injection.last_seen_id != session.last_seen_message_id or blocks_changed:
         policy = None
