@@ -52,13 +52,35 @@ def _logger():
     return setup(local_dirs(os.environ).logs, debug=os.environ.get("LETTA_DEBUG", "") in ("1", "true", "yes"))
 
 
+def _stderr_logger(exc: Exception):
+    """Warnings to stderr (secrets redacted) when the per-user log cannot be written."""
+    import logging
+
+    from .log import redact
+
+    secrets = tuple(v for k, v in os.environ.items() if k == "LETTA_API_KEY" and v)
+
+    class Redacting(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return redact(super().format(record), secrets)
+
+    log = logging.getLogger("subconscious")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Redacting("subconscious: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+    log.warning("cannot write the log (%s: %s); reasons go to stderr", type(exc).__name__, str(exc)[:300])
+    return log
+
+
 def run(event_name: str, stdin=None, stdout=None) -> int:
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     try:
         log = _logger()
-    except Exception:  # no writable state dir: still never break Claude Code
-        log = None
+    except Exception as exc:  # no writable state dir: say why on stderr (Claude Code's debug log), go on
+        log = _stderr_logger(exc)
     spec = EVENTS.get(event_name)
     if spec is None:
         if log:

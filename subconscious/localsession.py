@@ -10,6 +10,7 @@ start message does not bring the message back (it would be sent twice)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -71,7 +72,11 @@ def load(sessions_dir: Path, session_id: str) -> LocalSession:
     try:
         data = json.loads(path_for(sessions_dir, session_id).read_text())
         state = LocalSession(**{**_known(data), "session_id": session_id})
-    except (OSError, ValueError, TypeError):
+    except FileNotFoundError:
+        state = LocalSession(session_id)
+    except (OSError, ValueError, TypeError) as exc:
+        logging.getLogger("subconscious").warning("session %s: its file in %s is unreadable (%s); starting it afresh",
+                                                  session_id, sessions_dir, str(exc)[:200])
         state = LocalSession(session_id)
     state._base = _public(state)
     return state

@@ -36,21 +36,21 @@ class Delivery:
 
 
 def _already_delivered(client, conversation_id: str, session_id: str, first: int) -> int | None:
-    """The last line of a delivered update that starts at ``first``, if the conversation has one."""
+    """The last line of the newest delivered update of this session that covers line ``first`` or later,
+    if the conversation has one (updates go out in order: every line up to it has arrived)."""
     from .letta.messages import content_text
     from .transcript import lines_marker
 
-    marker = lines_marker(session_id, first)
+    head = lines_marker(session_id, first).rsplit("<lines", 1)[0]  # this session's update, any range
+    marker = re.compile(re.escape(head) + _LINES.pattern)
+    done = None
     for message in client.list_messages(conversation_id, limit=50):
         if message.get("message_type") != "user_message":
             continue
-        text = content_text(message.get("content"))
-        at = text.find(marker)
-        if at >= 0:
-            found = _LINES.search(text, at)
-            if found and int(found.group(1)) == first:
-                return int(found.group(2))
-    return None
+        for found in marker.finditer(content_text(message.get("content"))):
+            if int(found.group(2)) >= first:
+                done = max(done or 0, int(found.group(2)))
+    return done
 
 
 def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None) -> None:
@@ -122,7 +122,9 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
                         store.update_session(session_id, lambda cur, last=last: cur.evolve(last_processed_index=last))
                     _clear_pending(sessions_dir, session_id, last)
                     return
-                if local.attempt and local.attempt[0] == cursor + 1:
+                # an outcome never learnt, or a cursor at the start (new, or its session file was rebuilt
+                # after damage): what the conversation already holds is not sent again
+                if (local.attempt and local.attempt[0] == cursor + 1) or cursor < 0:
                     done = _already_delivered(client, conv, session_id, cursor + 1)
                     if done is not None:
                         log.info("worker %s: lines %d-%d had arrived already; not sent again", session_id, cursor + 1, done)

@@ -49,6 +49,16 @@ def conversation_for(ctx: SessionContext, client, agent_id: str) -> str:
 
 def handle(event: HookEvent) -> str | None:
     ctx = open_session(event)
+    conv = begin(ctx, event)
+    from ..spawn import spawn_worker
+
+    spawn_worker(ctx.session_id, event.cwd or os.getcwd())
+    return None
+
+
+def begin(ctx: SessionContext, event: HookEvent) -> str:
+    """SessionStart's work (also done by the first Stop of a session whose SessionStart failed): the
+    conversation, the session file, the start message queued for the worker. Returns the conversation id."""
     with ctx.client(timeout=ctx.remaining(10.0)) as client:
         agent_id, agent_name = resolve(ctx, client)
         conv = conversation_for(ctx, client, agent_id)
@@ -79,9 +89,6 @@ def handle(event: HookEvent) -> str | None:
 
     if clean(Path(cwd)):
         log.info("session-start: removed legacy <letta> sections from %s/CLAUDE.md", cwd)
-    from ..spawn import spawn_worker
-
-    spawn_worker(ctx.session_id, cwd)
     log.info("session-start: session %s → conversation %s (agent %s, source %s)", ctx.session_id, conv,
-             agent_id, event.data.get("source"))
-    return None
+             agent_id, event.data.get("source") or event.name)
+    return conv

@@ -16,6 +16,13 @@ def handle(event: HookEvent) -> str | None:
     ctx = open_session(event)
     session = ctx.store.session(ctx.session_id)
     if session is None or not session.conversation_id:
+        # SessionStart failed (server down, slow…) or the session file was damaged: do its work now (the
+        # conversation is reused if recorded), so the session's lines are not lost
+        from .session_start import begin
+
+        begin(ctx, event)
+        session = ctx.store.session(ctx.session_id)
+    if session is None or not session.conversation_id:
         raise Skip("no conversation for this session (SessionStart has not run or failed)")
     path = event.data.get("transcript_path")
     if not isinstance(path, str) or not Path(path).is_file():

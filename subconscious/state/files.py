@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,8 @@ def set_aside(path: Path, raw: bytes, kind: str, root: Path, host: str) -> Path:
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         atomic_write(target.with_name(target.name + ".about.json"), json.dumps(note, indent=1) + "\n")
+        logging.getLogger("subconscious").warning("state: %s could not be used (%s); its bytes are kept in %s",
+                                                  path, kind, target)
     return target
 
 
