@@ -15,7 +15,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "key": ("subconscious.commands.key", "encrypt the cached memory blocks in the shared home: init, export, import, rotate"),
     "doctor": ("subconscious.commands.doctor", "find and repair what sync engines, git and clocks did to the shared state"),
     "watch": ("subconscious.commands.watch", "fold sync engines' conflict copies as they appear (runs until stopped)"),
-    "merge-driver": ("subconscious.commands.merge_driver", "git merge driver for our state files: %%O %%A %%B [%%P]"),
+    "merge-driver": ("subconscious.commands.merge_driver", "git merge driver for our state files (git passes: ancestor, ours, theirs, path)"),
     "sync": ("subconscious.commands.sync", "set up a sync engine for the shared state (setup-git)"),
     "demo": ("subconscious.commands.demo", "simulate several machines sharing one state dir: conflicts made and repaired"),
     "install": ("subconscious.commands.install", "add our hooks to Claude Code's settings.json (without the plugin)"),
