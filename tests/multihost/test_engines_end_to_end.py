@@ -16,7 +16,7 @@ import pytest
 from subconscious.demo.replicas import Network
 from subconscious.state.conflicts import ConflictCopy, Engine, classify
 from subconscious.state.store import Store
-from tests.multihost.test_watch import Side, WatchProc
+from tests.multihost.watchproc import Side, WatchProc
 
 
 def machine(side: Side, *args: str) -> subprocess.Popen:

@@ -15,7 +15,7 @@ import pytest
 from subconscious.state.conflicts import is_temporary
 from subconscious.state.store import Store
 from tests.harness.syncthing import SyncthingPair
-from tests.multihost.test_watch import WatchProc
+from tests.multihost.watchproc import WatchProc
 
 pytestmark = pytest.mark.syncthing
 
