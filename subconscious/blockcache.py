@@ -276,8 +276,7 @@ def encryption_findings(store, keyring, *, policy: Policy | None = None,
                             f"{policy.rotation.get('host', '?')} has not finished; run `subconscious key rotate`"))
     by_kind: dict[tuple[str, str], list[str]] = {}
     counts: dict[tuple[str, str], int] = {}
-    for sid in store.session_ids():
-        state = store.session(sid)
+    for sid, state, _ in store.sessions():
         if state is None or not state.last_block_values:
             continue
         path = str(store.session_path(sid))

@@ -243,8 +243,7 @@ def status_info(c: "_Ctx") -> dict:
 
     counts: dict[str, int] = {"plain": 0}
     readable: dict[str, int] = {}
-    for sid in c.store.session_ids():
-        state = c.store.session(sid)
+    for sid, state, _ in c.store.sessions():
         for label, value in ((state.last_block_values or {}) if state else {}).items():
             if isinstance(value, str):
                 counts["plain"] += 1

@@ -18,8 +18,9 @@ def collect() -> dict:
     s = rt.settings
     store = rt.store(read_only=True)
     snap = store.read()
-    session_ids = store.session_ids()
-    session_problems = [p for sid in session_ids for p in store.session_problems(sid)]
+    sessions = list(store.sessions())
+    session_ids = [sid for sid, _, _ in sessions]
+    session_problems = [p for _, _, problems in sessions for p in problems]
     from ..state import copies
 
     session_copies: dict[str, list] = {}

@@ -8,7 +8,7 @@ and reading helpers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from . import copies
 from .clock import ZERO
@@ -33,10 +33,10 @@ class SessionFiles:
     def session_path(self, session_id: str) -> Path:
         return self.home / session_file_name(session_id)
 
-    def session_ids(self) -> list[str]:
+    def session_ids(self, names: list[str] | None = None) -> list[str]:
         """Sessions with a file here (not counting OneDrive-style copies named like a session)."""
         out: list[str] = []
-        names = copies.listdir(self.home)
+        names = copies.listdir(self.home) if names is None else names
         copy_names = copies.ambiguous_copies(names)
         for name in names:
             if name in copy_names or not copies.plain(name):  # a OneDrive/Nextcloud copy named like a session
@@ -47,10 +47,19 @@ class SessionFiles:
                     out.append(sid)
         return sorted(out)
 
-    def _read_session(self, session_id: str) -> tuple[SessionState | None, list[Problem], list[copies.Found]]:
+    def sessions(self) -> Iterator[tuple[str, SessionState | None, list[Problem]]]:
+        """Every session with its merged state and problems, from one listing of the directory (reading
+        them one by one with :meth:`session` would list it once per session)."""
+        names = copies.listdir(self.home)
+        for sid in self.session_ids(names):
+            state, problems, _ = self._read_session(sid, names)
+            yield sid, state, problems
+
+    def _read_session(self, session_id: str, names: list[str] | None = None
+                      ) -> tuple[SessionState | None, list[Problem], list[copies.Found]]:
         """The session merged from its file and every conflict copy of it."""
         name = session_file_name(session_id)
-        found = copies.find(copies.listdir(self.home), "root", name)
+        found = copies.find(copies.listdir(self.home) if names is None else names, "root", name)
         versions, problems, folded = [], [], []
         for path, copy in [(self.home / name, None), *((self.home / c.name, c) for c in found)]:
             doubtful = (copy is not None and copy.weak) or (copy is not None and copy.ambiguous)
