@@ -331,9 +331,12 @@ class Store(SessionFiles):
             adopt = {k: v for k, v in snap.raw.items() if got.shard_convs.get(k) != v}
             adopt_sets = {k: v for k, v in snap.settings.items() if got.shard_settings.get(k) != v}
             now = self.now()
-            own_convs = prune_raw_tombstones(merge_raw([got.own_convs, adopt, raw_change]), now, self.retention_ms)
-            own_settings = merge_maps([got.own_settings, adopt_sets, setting_change])
             merged = prune_raw_tombstones(merge_raw([snap.raw, raw_change]), now, self.retention_ms)
+            own_convs = prune_raw_tombstones(merge_raw([got.own_convs, adopt, raw_change]), now, self.retention_ms)
+            # keys this shard holds follow the merged winner, so shards converge too and a resolved race
+            # does not linger as two hosts' different versions of one session
+            own_convs = {k: merged.get(k, v) for k, v in own_convs.items()}
+            own_settings = merge_maps([got.own_settings, adopt_sets, setting_change])
             snap = Snapshot(merged, merge_maps([snap.settings, setting_change]), snap.shards, snap.problems,
                             max(snap.newest, stamp), snap.copies)
             shard = {

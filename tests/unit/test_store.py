@@ -275,3 +275,16 @@ def sync_pair(a: Store, b: Store, rnd: random.Random) -> None:
     winner, loser = (a, b) if rnd.random() < 0.5 else (b, a)
     if winner.view_path.exists():
         shutil.copyfile(winner.view_path, loser.view_path)
+
+
+def test_a_host_that_lost_a_race_takes_the_winner_into_its_shard(tmp_path):
+    home = tmp_path / "home"
+    a = make(tmp_path, "alpha", home, now=lambda: 1_000_000)
+    b = make(tmp_path, "beta", home, now=lambda: 2_000_000)
+    a.put_conversation("s1", "conv-a", "agent-1")
+    b.put_conversation("s1", "conv-b", "agent-1")  # later: wins
+    assert json.loads(a.shard_path().read_text())["conversations"]["s1"]["conversationId"] == "conv-a"
+    a.put_conversation("other", "conv-o", "agent-1")  # any later write by alpha
+    shard_a = json.loads(a.shard_path().read_text())["conversations"]
+    shard_b = json.loads(b.shard_path().read_text())["conversations"]
+    assert shard_a["s1"] == shard_b["s1"] and shard_a["s1"]["conversationId"] == "conv-b"
