@@ -543,10 +543,13 @@ def test_unwritable_shared_home(rig: Rig, frozen):
     frozen(rig.home)
     for event in ("user-prompt-submit", "pre-tool-use", "stop"):
         rig.hook(event)
-    rig.wait_log(r"(Permission|Operation not permitted|Read-only)")
+    log = rig.wait_log(r"worker \S+: .*(Permission|Operation not permitted|Read-only)")
+    assert re.search(r"hook user-prompt-submit: PermissionError: .*Operation not permitted", log), log
     rig.wait_worker_idle()
     _thaw(rig.home)
     rig.recover()
+    # the worker had delivered but could not save the cursor: the conversation tells, nothing is sent twice
+    assert re.search(r"lines 0-\d+ had arrived already; not sent again", rig.log()), rig.log()
 
 
 def test_unwritable_local_state_dir(rig: Rig, frozen):
