@@ -29,6 +29,7 @@ class LocalSession:
     transcript_path: str | None = None
     cwd: str | None = None
     pending_start: str | None = None  # the session-start message, until delivered
+    start_attempted: bool = False  # a send of pending_start began; its outcome may be unknown
     pending_update: str | None = None  # the last payload the Stop hook built (fallback if the transcript goes)
     pending_cursor: list[int] | None = None  # [cursor before, cursor after] of pending_update
     attempt: list[int] | None = None  # [first line, last line] of a delivery whose outcome is unknown

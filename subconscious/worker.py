@@ -105,10 +105,7 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
             conv = session.conversation_id
             try:
                 if local.pending_start:
-                    _send(client, conv, local.pending_start, rt, local.cwd)
-                    local.pending_start = None
-                    localsession.save(sessions_dir, local)
-                    result.started = True
+                    result.started = _deliver_start(client, conv, local, sessions_dir, rt)
                 cursor = session.last_processed_index
                 payload, last = None, cursor
                 if local.transcript_path and Path(local.transcript_path).is_file():
@@ -149,6 +146,28 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
                 result.error = str(exc)
                 log.warning("worker %s: delivery failed, kept for the next Stop: %s", session_id, exc)
                 return
+
+
+def _deliver_start(client, conv: str, local: localsession.LocalSession, sessions_dir: Path, rt: Runtime) -> bool:
+    """Send the session-start message once. A send whose outcome was never learnt is looked for in the
+    conversation first (the message carries its own timestamp, so its text is unique)."""
+    text = local.pending_start or ""
+    if local.start_attempted and _conversation_has(client, conv, text):
+        log.info("worker %s: the start message had arrived already; not sent again", local.session_id)
+    else:
+        local.start_attempted = True
+        localsession.save(sessions_dir, local)
+        _send(client, conv, text, rt, local.cwd)
+    local.pending_start, local.start_attempted = None, False
+    localsession.save(sessions_dir, local)
+    return True
+
+
+def _conversation_has(client, conversation_id: str, text: str) -> bool:
+    from .letta.messages import content_text
+
+    return any(m.get("message_type") == "user_message" and content_text(m.get("content")) == text
+               for m in client.list_messages(conversation_id, limit=50))
 
 
 def _clear_pending(sessions_dir: Path, session_id: str, delivered_to: int) -> None:

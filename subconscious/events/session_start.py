@@ -79,6 +79,7 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
     local.cwd = cwd
     if isinstance(event.data.get("transcript_path"), str):
         local.transcript_path = event.data["transcript_path"]
+    local.start_attempted = False
     local.pending_start = session_start_message(
         project=ctx.settings.project or Path(cwd).name, path=cwd, session_id=ctx.session_id,
         timestamp=now_iso(), sdk_tools_mode=ctx.settings.sdk_tools, machine=ctx.rt.host.name,

@@ -426,6 +426,21 @@ def test_connection_dropped_after_the_server_took_the_message(rig: Rig):
     assert re.search(r"lines 0-\d+ had arrived already; not sent again", rig.log())
 
 
+def test_start_message_whose_reply_was_dropped_is_not_sent_twice(rig: Rig):
+    rig.proxy.drop_after_forward(method="POST", path=MESSAGES, count=1)  # the server takes it; we never hear
+    rig.hook("session-start")
+    rig.wait_log(r"delivery failed, kept for the next Stop")
+    rig.wait_worker_idle()
+    assert rig.local()["pending_start"] and rig.local()["start_attempted"] is True
+    rig.turn("after-start")
+    rig.hook("stop")  # the next worker looks before it sends
+    rig.wait_log(r"the start message had arrived already; not sent again")
+    rig.wait_worker_idle()
+    starts = [t for t in rig.user_texts() if "<claude_code_session_start>" in t]
+    assert len(starts) == 1
+    rig.assert_all_delivered_once()
+
+
 # ==================================================================== bad input, damaged or unwritable state
 
 
