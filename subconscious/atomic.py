@@ -52,24 +52,40 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir); mode 0600."""
+class FileChangedError(OSError):
+    """The target changed between reading it and replacing it (``unchanged_since``)."""
+
+
+def atomic_write(path: Path, data: bytes | str, *, durable: bool = True, mode: int = FILE_MODE,
+                 unchanged_since: bytes | None | object = ...) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir), file ``mode``
+    (0600 unless told). With ``unchanged_since`` (the bytes read earlier, or None for "did not exist"),
+    nothing is written if the file no longer holds them: :class:`FileChangedError`."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     directory = path.parent
     ensure_dir(directory)
     tmp = directory / f"{TEMP_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
             view = memoryview(data)
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
+            if mode != FILE_MODE:
+                os.fchmod(fd, mode)  # os.open's mode is filtered by the umask
             if durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
+        if unchanged_since is not ...:
+            try:
+                now: bytes | None = path.read_bytes()
+            except FileNotFoundError:
+                now = None
+            if now != unchanged_since:
+                raise FileChangedError(f"{path} changed while it was being rewritten; nothing was written")
         os.replace(tmp, path)
     except BaseException:
         try:

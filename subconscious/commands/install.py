@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..atomic import FileChangedError, atomic_write
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         backup = _write(target, raw, new_text)
-    except _Changed:
+    except FileChangedError:
         return _fail(f"{shown} changed while we were editing it (Claude Code running?); nothing was "
                      "written — run this again", 1)
     except OSError as exc:
@@ -113,10 +115,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Changed(Exception):
-    pass
-
-
 def _write(target: Path, raw: bytes | None, text: str) -> Path | None:
     """Back up the old bytes (same mode), then replace the file atomically; returns the backup path."""
     real = target.resolve() if target.is_symlink() else target  # a dotfiles link stays a link
@@ -127,24 +125,7 @@ def _write(target: Path, raw: bytes | None, text: str) -> Path | None:
     backup = None
     if raw is not None:
         backup = _backup(target, raw, mode)
-    tmp = directory / f".{real.name}.subconscious-{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # umask-proof
-        now = real.read_bytes() if real.exists() else None
-        if now != raw:
-            raise _Changed()
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(real, text, mode=mode, unchanged_since=raw)
     return backup
 
 

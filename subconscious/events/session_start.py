@@ -49,7 +49,7 @@ def conversation_for(ctx: SessionContext, client, agent_id: str) -> str:
 
 def handle(event: HookEvent) -> str | None:
     ctx = open_session(event)
-    conv = begin(ctx, event)
+    begin(ctx, event)
     from ..spawn import spawn_worker
 
     spawn_worker(ctx.session_id, event.cwd or os.getcwd())
