@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from ..letta.errors import LettaConflictError, LettaError, LettaProtocolError, LettaTimeoutError
 from ..letta.messages import ToolCallRequest, ToolResult, TurnResult, tool_call_request
-from ..transcript import redact
+from ..redact import redact
 from .limits import DEFAULT_LIMITS, Limits
 from .registry import Outcome, ToolContext, client_tools, execute, refuse
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..letta.messages import ClientTool, ToolCallRequest, ToolResult
-from ..transcript import redact
+from ..redact import redact
 from .confine import Root, ToolError
 from .limits import DEFAULT_LIMITS, Limits
 from .modes import ALL_TOOLS, allowed_tools
