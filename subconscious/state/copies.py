@@ -46,23 +46,26 @@ def listdir(directory: Path) -> list[str]:
         return []
 
 
-def find(names: list[str], where: str, only_original: str | None = None) -> list[ConflictCopy]:
+def find(names: list[str], where: str, only_original: str | None = None, *,
+         include_ambiguous: bool = False) -> list[ConflictCopy]:
     """Conflict copies among ``names``. Exact names of ours are skipped before any pattern runs (a
     home holds thousands of session files); weak patterns see the whole listing.
 
     With ``only_original`` (one session file), names that are also valid session names are
     considered too (OneDrive's ``session-<id>-LAPTOP.json``): the caller checks that the content
-    names that session before using it.
+    names that session before using it. ``include_ambiguous`` does the same for a whole directory
+    (host shards: OneDrive's ``<host>-<PC>.json`` is also a valid host's shard name).
     """
+    ambiguous = include_ambiguous or bool(only_original)
     listing = frozenset(names)
     out = []
     for name in names:
         if only_original:
             if name == only_original or not name.startswith(only_original[: -len(".json")]):
                 continue
-        elif plain(name, where):
+        elif plain(name, where) and not (include_ambiguous and "-" in name):
             continue
-        found = classify(name, listing, where=where, include_ambiguous=bool(only_original))  # type: ignore[arg-type]
+        found = classify(name, listing, where=where, include_ambiguous=ambiguous)  # type: ignore[arg-type]
         if isinstance(found, ConflictCopy) and (only_original is None or found.original == only_original):
             out.append(found)
     return sorted(out, key=lambda c: c.name)

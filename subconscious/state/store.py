@@ -201,7 +201,13 @@ class Store(SessionFiles):
         extra_sets: list[dict[str, Setting]] = []
         own_convs: dict[str, dict] = {}
         own_settings: dict[str, Setting] = {}
+        host_names = copies.listdir(self.home / HOSTS)
+        host_copies = [c for c in copies.find(host_names, "hosts", include_ambiguous=True)
+                       if not c.ambiguous or self._names_host(self.home / HOSTS / c.name, c.original)]
+        copy_names = {c.name for c in host_copies}
         for path in self._shard_paths():
+            if path.name in copy_names:  # e.g. OneDrive's "<host>-<PC>.json" holding <host>'s shard
+                continue
             for convs, sets, value in self._read_shard(path, snap):
                 shard_convs.append(convs)
                 shard_sets.append(sets)
@@ -209,7 +215,7 @@ class Store(SessionFiles):
                 if path.stem == self.host:
                     own_convs = merge_raw([own_convs, convs])
                     own_settings = merge_maps([own_settings, sets])
-        for copy in copies.find(copies.listdir(self.home / HOSTS), "hosts"):
+        for copy in host_copies:
             for convs, sets, _ in self._read_shard(self.home / HOSTS / copy.name, snap, copy):
                 extra_convs.append(convs)
                 extra_sets.append(sets)
@@ -237,12 +243,21 @@ class Store(SessionFiles):
             snap.copies.append(copies.Found(path, copy, raw))
         return True
 
+    @staticmethod
+    def _names_host(path: Path, original: str) -> bool:
+        """Does the shard file at ``path`` say it belongs to the host of ``original`` (``<host>.json``)?"""
+        try:
+            value = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return False
+        return isinstance(value, dict) and value.get("host") == original[: -len(".json")]
+
     def _read_shard(self, path: Path, snap: Snapshot, copy=None) -> list[tuple[dict, dict, dict]]:
         result = self._read_json(path, copy)
         problems = list(result.problems)
         out = []
         for value in result.values:
-            owner = path.name.split(".")[0].split(" ")[0]
+            owner = copy.original[: -len(".json")] if copy is not None else path.stem
             if not isinstance(value, dict) or (copy is not None and copy.weak and value.get("host") != owner):
                 kept = None if _weak(copy) else self._aside(path, result.raw, "wrong-type")
                 problems.append(Problem("wrong-type", str(path), "not a shard of ours", kept))

@@ -122,3 +122,26 @@ def test_a_copy_that_changes_after_it_was_read_is_left_for_the_next_fold(tmp_pat
     found = s.read().copies
     copy.write_text(s.view_path.read_text() + " ")  # the engine rewrote it meanwhile
     assert copies.fold(found, home, "alpha") == [] and copy.exists()
+
+
+def test_a_onedrive_copy_of_a_shard_is_a_copy_not_a_new_host(tmp_path):
+    """OneDrive names a copy of hosts/beta.json "beta-LAPTOP.json" — also a valid host's shard name. The
+    content decides: it says host "beta", so it is folded as beta's copy; a real host named
+    "beta-LAPTOP" keeps its shard."""
+    home = tmp_path / "home"
+    a = make(tmp_path, "alpha", home)
+    beta = make(tmp_path, "beta", home)
+    twin = make(tmp_path, "beta", tmp_path / "twin")
+    beta.put_conversation("b1", "conv-b1", "agent-1")
+    twin.put_conversation("b2", "conv-b2", "agent-1")
+    copy = home / "hosts" / make_copy_name(Engine.ONEDRIVE, "beta.json", host="LAPTOP")
+    assert copy.name == "beta-LAPTOP.json"
+    shutil.copyfile(twin.shard_path(), copy)
+    real = make(tmp_path, "beta-LAPTOP2", home)  # a genuine host whose name only looks like a copy
+    real.put_conversation("r1", "conv-r1", "agent-1")
+    snap = a.read()
+    assert "beta-LAPTOP" not in snap.shards and "beta-LAPTOP2" in snap.shards
+    assert {"b1", "b2", "r1"} <= set(snap.live)
+    a.put_conversation("a1", "conv-a1", "agent-1")
+    assert not copy.exists() and real.shard_path().exists()
+    assert a.conversation("b2").conversation_id == "conv-b2"
