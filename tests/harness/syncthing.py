@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.harness.procs import pid_alive
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STIGNORE_TEMPLATE = REPO_ROOT / "sync" / "stignore"
 APT_PACKAGE = "syncthing"
@@ -108,19 +110,6 @@ def _children(pid: int) -> list[int]:
         if len(fields) > 1 and int(fields[1]) == pid:
             out.append(int(d.name))
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 # --------------------------------------------------------------------------- nodes
@@ -380,7 +369,7 @@ class SyncthingPair:
         nodes = [n for n in (self.a, self.b) if n is not None and n.pid is not None]
         kids: dict[str, set[int]] = {}
         for n in nodes:  # ask both first, so they shut down in parallel
-            kids[n.name] = set(n.inner_pids) | (set(_children(n.pid)) if _alive(n.pid) else set())
+            kids[n.name] = set(n.inner_pids) | (set(_children(n.pid)) if pid_alive(n.pid) else set())
             try:
                 self.api(n.name, "POST", "/rest/system/shutdown", timeout=5)
             except (OSError, urllib.error.URLError, ValueError):
@@ -388,14 +377,14 @@ class SyncthingPair:
         for n in nodes:
             t0 = time.monotonic()
             self._reap(n, 10)
-            if _alive(n.pid):
+            if pid_alive(n.pid):
                 os.kill(n.pid, signal.SIGTERM)
                 self._reap(n, 3)
-            if _alive(n.pid):
+            if pid_alive(n.pid):
                 os.kill(n.pid, signal.SIGKILL)
                 self._reap(n, 3)
             for k in kids[n.name]:
-                if _alive(k):
+                if pid_alive(k):
                     try:
                         os.kill(k, signal.SIGKILL)
                     except ProcessLookupError:

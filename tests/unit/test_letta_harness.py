@@ -5,7 +5,8 @@ import subprocess
 import sys
 import time
 
-from tests.harness.letta_server import LettaServer, _pid_alive, requirements_key, venv_dir
+from tests.harness.letta_server import LettaServer, requirements_key, venv_dir
+from tests.harness.procs import pid_alive
 
 
 def _sleeper() -> subprocess.Popen:
@@ -24,7 +25,7 @@ def test_stop_signals_recorded_pids_only_and_removes_the_run_dir(tmp_path):
         assert ours.returncode is not None
         # "postgres" is only signalled if its command line names our data directory: the bystander survives
         time.sleep(0.2)
-        assert bystander.poll() is None and _pid_alive(bystander.pid)
+        assert bystander.poll() is None and pid_alive(bystander.pid)
         assert not run.exists()
         srv.stop()  # idempotent
     finally:
