@@ -347,13 +347,13 @@ class Store(SessionFiles):
             adopt_sets = {k: v for k, v in snap.settings.items() if got.shard_settings.get(k) != v}
             now = self.now()
             merged = prune_raw_tombstones(merge_raw([snap.raw, raw_change]), now, self.retention_ms)
-            own_convs = prune_raw_tombstones(merge_raw([got.own_convs, adopt, raw_change]), now, self.retention_ms)
-            # keys this shard holds follow the merged winner, so shards converge too and a resolved race
-            # does not linger as two hosts' different versions of one session
-            own_convs = {k: merged.get(k, v) for k, v in own_convs.items()}
-            own_settings = merge_maps([got.own_settings, adopt_sets, setting_change])
-            snap = Snapshot(merged, merge_maps([snap.settings, setting_change]), snap.shards, snap.problems,
-                            max(snap.newest, stamp), snap.copies)
+            settings = merge_maps([snap.settings, setting_change])
+            # this shard: the merged winner of every key it held, adopted or changed — so shards converge
+            # too, a resolved race does not linger as two hosts' versions, and a pruned key leaves it
+            own_keys = got.own_convs.keys() | adopt.keys() | raw_change.keys()
+            own_convs = {k: merged[k] for k in own_keys if k in merged}
+            own_settings = {k: settings[k] for k in got.own_settings.keys() | adopt_sets.keys() | setting_change.keys()}
+            snap = Snapshot(merged, settings, snap.shards, snap.problems, max(snap.newest, stamp), snap.copies)
             shard = {
                 "format": SHARD_FORMAT,
                 "host": self.host,
