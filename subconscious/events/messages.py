@@ -9,11 +9,13 @@ from .. import localsession
 from ..pipeline import SessionContext, Skip
 
 
-def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool: bool) -> str | None:
+def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool: bool,
+                    local: localsession.LocalSession | None = None) -> str | None:
+    """``local``: the machine-local session file if the caller already loaded it."""
     session = ctx.store.session(ctx.session_id)
     if session is None or not session.conversation_id:
         raise Skip("no conversation for this session yet (SessionStart has not run or failed)")
-    local = localsession.load(ctx.sessions_dir, ctx.session_id)
+    local = local or localsession.load(ctx.sessions_dir, ctx.session_id)
     full = ctx.settings.mode == "full"
     from ..context import pre_tool_injection, prompt_injection
 
@@ -60,6 +62,5 @@ def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool:
     return injection.text
 
 
-def fresh_enough(ctx: SessionContext, ttl_ms: int) -> bool:
-    local = localsession.load(ctx.sessions_dir, ctx.session_id)
+def fresh_enough(local: localsession.LocalSession, ttl_ms: int) -> bool:
     return 0 <= int(time.time() * 1000) - local.last_fetch_ms < ttl_ms

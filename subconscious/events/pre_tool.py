@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from .. import localsession
 from ..hookrun import HookEvent
 from ..pipeline import Skip, open_session
 from .messages import fetch_injection, fresh_enough
@@ -19,6 +20,7 @@ def handle(event: HookEvent) -> str | None:
         ttl = float(os.environ.get("SUBCONSCIOUS_FETCH_TTL", "5"))
     except ValueError:
         ttl = 5.0
-    if fresh_enough(ctx, int(ttl * 1000)):
+    local = localsession.load(ctx.sessions_dir, ctx.session_id)
+    if fresh_enough(local, int(ttl * 1000)):
         raise Skip("fetched less than the TTL ago")
-    return fetch_injection(ctx, limit=20, budget=3.5, pre_tool=True)
+    return fetch_injection(ctx, limit=20, budget=3.5, pre_tool=True, local=local)
