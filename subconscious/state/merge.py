@@ -15,39 +15,29 @@ from .records import SessionState, later, raw_later, raw_stamp
 V = TypeVar("V")
 
 
-def newest(a: V, b: V) -> V:
-    """The later of two versions of one key by (clock, host, content)."""
-    return a if later(a, b) else b  # type: ignore[arg-type]
-
-
-def merge_maps(maps: Iterable[Mapping[str, V]]) -> dict[str, V]:
-    """Last-writer-wins union of maps key → versioned record (entries, tombstones or settings)."""
+def _last_writer_wins(maps: Iterable[Mapping[str, V]], is_later) -> dict[str, V]:
+    """Union of maps key → version, keeping the later version of each key. Equal versions (the common
+    case: copies of a home mostly agree) are recognised by ``==`` before any ordering is computed."""
     out: dict[str, V] = {}
-    for m in maps:
-        for key, record in m.items():
-            have = out.get(key)
-            if have is None:
-                out[key] = record
-            elif have is not record:
-                out[key] = newest(have, record)
-    return out
-
-
-def merge_raw(maps: Iterable[Mapping[str, dict]]) -> dict[str, dict]:
-    """:func:`merge_maps` over normalized JSON values (see ``records.normalize_record``).
-
-    The store's hot path: copies of a home mostly agree, so equal versions are recognised by a C-level
-    dict comparison and only versions that differ are ordered.
-    """
-    out: dict[str, dict] = {}
     for m in maps:
         for key, value in m.items():
             have = out.get(key)
             if have is None:
                 out[key] = value
-            elif have is not value and have != value and not raw_later(have, value):
+            elif have is not value and have != value and not is_later(have, value):
                 out[key] = value
     return out
+
+
+def merge_maps(maps: Iterable[Mapping[str, V]]) -> dict[str, V]:
+    """Last-writer-wins union of maps key → versioned record (entries, tombstones or settings)."""
+    return _last_writer_wins(maps, later)
+
+
+def merge_raw(maps: Iterable[Mapping[str, dict]]) -> dict[str, dict]:
+    """:func:`merge_maps` over normalized JSON values (see ``records.normalize_record``): the store's
+    hot path, where the C-level dict comparison settles most keys and records are never built."""
+    return _last_writer_wins(maps, raw_later)
 
 
 def prune_raw_tombstones(values: Mapping[str, dict], now_ms: int, retention_ms: int) -> dict[str, dict]:
