@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ import httpx
 import pytest
 
 from subconscious.state.store import Store
+from tests.harness.hooks import run_hook as hook
 from tests.harness.transcripts import Transcript
 
 pytestmark = pytest.mark.letta
@@ -27,14 +26,6 @@ pytestmark = pytest.mark.letta
 READ_SCHEMA = {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}
 WRITE_SCHEMA = {"type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}},
                 "required": ["file_path", "content"]}
-
-
-def hook(event: str, data: dict, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "subconscious", "hook", event], input=json.dumps(data),
-                          capture_output=True, text=True, env=env, timeout=timeout, cwd=data.get("cwd"))
-    assert proc.returncode == 0, proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
-    return proc
 
 
 @dataclass

@@ -26,6 +26,7 @@ import pytest
 from subconscious import localsession
 from subconscious.state.store import Store
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
+from tests.harness.hooks import conversation_messages
 
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
 
@@ -133,12 +134,6 @@ def request_with_result(run: ClaudeRun, tool_use_id: str) -> dict:
     return next(r.body for r in run.message_requests() if any(map(is_tool_result(tool_use_id), r.body["messages"])))
 
 
-def conversation(base_url: str, conv: str) -> list[dict]:
-    r = httpx.get(f"{base_url}/v1/conversations/{conv}/messages", params={"limit": 200, "order": "asc"}, timeout=30)
-    r.raise_for_status()
-    return r.json()
-
-
 def user_texts(messages: list[dict], tag: str) -> list[str]:
     out = []
     for m in messages:
@@ -237,7 +232,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
 
     # the transcript of turn 1 reached the conversation once, with what Claude answered
     times["Stop of turn 2 → delivered"] = laptop.wait_delivered(sid)
-    msgs = conversation(base, conv)
+    msgs = conversation_messages(base, conv)
     updates = user_texts(msgs, "<claude_code_session_update>")
     assert sum(fact1 in u for u in updates) == 1 and sum(fact2 in u for u in updates) == 1
     assert sum(said(f"Noted {tag}.") in u for u in updates) == 1  # Claude's answers, once each
@@ -259,7 +254,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
     assert f"+ {fact1}" not in prompt3  # already shown by PreToolUse in turn 2: not again
     laptop.wait_delivered(sid)
     assert laptop.store().conversation(sid).conversation_id == conv
-    msgs = conversation(base, conv)
+    msgs = conversation_messages(base, conv)
     # one start message per SessionStart (startup, resume, resume), each delivered once
     assert len(user_texts(msgs, "<claude_code_session_start>")) == 3
     assert sum(said(f"Third {tag}.") in u for u in user_texts(msgs, "<claude_code_session_update>")) == 1
@@ -281,7 +276,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
     assert "<letta_memory_blocks>" in first4 and fact1 in first4 and fact2 in first4, first4[:3000]
     desktop.wait_delivered(sid4)
     assert fact3 in block(base, agent_id, "guidance")
-    assert sum(fact3 in u for u in user_texts(conversation(base, entry4.conversation_id),
+    assert sum(fact3 in u for u in user_texts(conversation_messages(base, entry4.conversation_id),
                                                 "<claude_code_session_update>")) == 1
 
     print("\n".join(f"e2e timing: {k}: {v:.2f} s" for k, v in times.items()))

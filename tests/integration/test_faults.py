@@ -19,12 +19,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from subconscious.state.locks import probe
 from subconscious.state.store import Store
 from tests.harness.fault_proxy import FaultProxy
+from tests.harness.hooks import conversation_messages
 from tests.harness.transcripts import Transcript
 
 pytestmark = pytest.mark.letta
@@ -186,22 +186,12 @@ class Rig:
     # ---------------------------------------------------------------- the conversation
     def user_texts(self) -> list[str]:
         """Every user message of the session's conversation, read from the server (not through the proxy)."""
-        out, after = [], None
-        while True:
-            params = {"limit": 100, "order": "asc"}
-            if after:
-                params["after"] = after
-            r = httpx.get(f"{self.server_url}/v1/conversations/{self.conversation()}/messages", params=params,
-                          timeout=30)
-            r.raise_for_status()
-            page = r.json()
-            for m in page:
-                if m.get("message_type") == "user_message":
-                    c = m.get("content")
-                    out.append(c if isinstance(c, str) else json.dumps(c))
-            if len(page) < 100:
-                return out
-            after = page[-1]["id"]
+        out = []
+        for m in conversation_messages(self.server_url, self.conversation()):
+            if m.get("message_type") == "user_message":
+                c = m.get("content")
+                out.append(c if isinstance(c, str) else json.dumps(c))
+        return out
 
     def deliveries(self) -> dict[str, int]:
         """How many user messages carry each turn's question and answer (each must be exactly 1)."""

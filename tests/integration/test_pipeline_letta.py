@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +13,7 @@ import httpx
 import pytest
 
 from subconscious.state.store import Store
+from tests.harness.hooks import conversation_messages, run_hook as hook
 from tests.harness.transcripts import Transcript
 
 pytestmark = pytest.mark.letta
@@ -25,14 +24,6 @@ def clean_env(tmp: Path, letta_env: dict, **extra: str) -> dict:
     env.update(letta_env, HOME=str(tmp / "user"), SUBCONSCIOUS_STATE_DIR=str(tmp / "local"),
                SUBCONSCIOUS_HOST="laptop", LETTA_HOME=str(tmp / "shared"), **extra)
     return env
-
-
-def hook(event: str, data: dict, env: dict, timeout: float = 30) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "subconscious", "hook", event], input=json.dumps(data),
-                          capture_output=True, text=True, env=env, timeout=timeout, cwd=data.get("cwd"))
-    assert proc.returncode == 0, proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
-    return proc
 
 
 def store_for(tmp: Path, host: str = "laptop") -> Store:
@@ -59,12 +50,6 @@ def wait_started(tmp: Path, sid: str, timeout: float = 90) -> None:
             return
         time.sleep(0.3)
     raise AssertionError("the start message was never delivered")
-
-
-def conversation_messages(base_url: str, conv: str) -> list[dict]:
-    r = httpx.get(f"{base_url}/v1/conversations/{conv}/messages", params={"limit": 100, "order": "asc"}, timeout=30)
-    r.raise_for_status()
-    return r.json()
 
 
 def texts_of(messages: list[dict], kind: str) -> list[str]:
