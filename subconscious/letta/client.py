@@ -2,7 +2,8 @@
 
 Every call has an explicit timeout (the client default, or ``timeout=`` per call), every failure raises a
 ``LettaError`` subclass that says what failed and what to do, and the API key never appears in logs,
-errors or reprs. ``transport=`` is the seam for tests (``httpx.MockTransport``, fault injection).
+errors or reprs. Redirects are never followed (``follow_redirects=False`` on the client and on every call):
+the Authorization header would go along to wherever a 3xx points; a 3xx is an error naming the target. ``transport=`` is the seam for tests (``httpx.MockTransport``, fault injection).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import httpx
 
 from .config import DEFAULT_BASE_URL, LettaSettings, check_id, display_url, normalize_base_url
 from .errors import (LettaConnectionError, LettaError, LettaHTTPError, LettaNotFoundError, LettaProtocolError,
-                     LettaStreamError, LettaTimeoutError, detail_of, error_for_status, redact)
+                     LettaStreamError, LettaTimeoutError, detail_of, error_for_status, redact, redirect_error)
 from .messages import ClientTool, ToolResult, TurnResult, approval_message, fold_items, turn_from_response, \
     user_message
 from .sse import letta_stream
@@ -117,12 +118,17 @@ class LettaClient:
         return error_for_status(what, resp.status_code, self._redact(detail_of(text)), where=self._where(),
                                 key_set=bool(self._api_key))
 
+    def _redirect_error(self, what: str, resp: httpx.Response) -> LettaHTTPError:
+        location = resp.headers.get("location")
+        return redirect_error(what, resp.status_code, self._redact(location) if location else None,
+                              where=self._where())
+
     def _request(self, what: str, method: str, path: str, *, timeout: TimeoutArg = None, **kw):
         t = _timeout(timeout, self._default_timeout)
         started = time.monotonic()
         failure: LettaError | None = None
         try:
-            resp = self._http.request(method, path, timeout=t, **kw)
+            resp = self._http.request(method, path, timeout=t, follow_redirects=False, **kw)
         except httpx.HTTPError as e:
             log.debug("%s %s failed after %.0f ms: %s", method, path, (time.monotonic() - started) * 1000,
                       type(e).__name__)
@@ -131,6 +137,8 @@ class LettaClient:
             # raised outside the except block: no __context__ chain to the httpx error and its request headers
             raise failure
         log.debug("%s %s -> %d in %.0f ms", method, path, resp.status_code, (time.monotonic() - started) * 1000)
+        if 300 <= resp.status_code < 400:
+            raise self._redirect_error(what, resp)
         if resp.status_code >= 400:
             raise self._http_error(what, resp)
         if not resp.content:
@@ -260,10 +268,12 @@ class LettaClient:
         started = time.monotonic()
         failure: LettaError | None = None
         try:
-            with self._http.stream("POST", path, json=body, timeout=t,
+            with self._http.stream("POST", path, json=body, timeout=t, follow_redirects=False,
                                    headers={"Accept": "text/event-stream"}) as resp:
                 log.debug("POST %s (stream) -> %d in %.0f ms", path, resp.status_code,
                           (time.monotonic() - started) * 1000)
+                if 300 <= resp.status_code < 400:
+                    raise self._redirect_error(what, resp)
                 if resp.status_code >= 400:
                     resp.read()
                     raise self._http_error(what, resp)

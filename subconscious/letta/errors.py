@@ -117,6 +117,17 @@ def detail_of(body_text: str) -> str:
     return (detail if isinstance(detail, str) else json.dumps(detail)).strip()
 
 
+def redirect_error(what: str, status: int, location: str | None, *, where: str) -> LettaHTTPError:
+    """A 3xx answer. Neither client follows redirects: a redirect to another host (or port) would carry the
+    ``Authorization: Bearer <LETTA_API_KEY>`` header there."""
+    from .config import display_url
+
+    to = display_url(location)[:200] if location else "no Location"
+    return LettaHTTPError(f"{what}: HTTP {status} redirect to {to}",
+                          f"subconscious never follows redirects (the API key would go along); set LETTA_BASE_URL "
+                          f"to the address the server at {where} redirects to", status=status)
+
+
 def error_for_status(what: str, status: int, detail: str, *, where: str, key_set: bool) -> LettaHTTPError:
     """The LettaHTTPError for an HTTP error status (``detail`` must already be redacted)."""
     what = f"{what}: HTTP {status}"

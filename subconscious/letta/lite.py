@@ -3,7 +3,9 @@
 ``import subconscious.letta.lite`` costs about 20 ms (urllib) where ``subconscious.letta.client`` costs
 about 75 ms (httpx). Only the GETs a hook needs are here; everything else uses ``LettaClient``. Errors are
 the same LettaError family with the same messages, and the API key is kept out of them the same way.
-Proxies from the environment (HTTPS_PROXY, NO_PROXY) are honoured, as httpx does.
+Proxies from the environment (HTTPS_PROXY, NO_PROXY) are honoured, as httpx does. Redirects are never
+followed (urllib's default opener would follow one to any host and send ``Authorization`` along): a 3xx is
+an error that names where the server points.
 """
 from __future__ import annotations
 
@@ -16,9 +18,26 @@ from typing import Callable
 
 from .config import check_id, display_url, normalize_base_url
 from .errors import LettaConnectionError, LettaError, LettaProtocolError, LettaTimeoutError, detail_of, \
-    error_for_status, redact
+    error_for_status, redact, redirect_error
 
 Opener = Callable[..., object]  # urllib.request.urlopen-compatible (the test seam)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Turn every 3xx into an HTTPError instead of a new request (which would carry the API key)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_opener: urllib.request.OpenerDirector | None = None
+
+
+def _open(req: urllib.request.Request, timeout: float):
+    global _opener
+    if _opener is None:
+        _opener = urllib.request.build_opener(_NoRedirect)  # proxies from the environment, as urlopen
+    return _opener.open(req, timeout=timeout)
 
 
 def get_json(base_url: str | None, path: str, *, api_key: str | None = None, params: dict | None = None,
@@ -36,15 +55,19 @@ def get_json(base_url: str | None, path: str, *, api_key: str | None = None, par
     failure: LettaError | None = None
     body = b""
     try:
-        with (opener or urllib.request.urlopen)(req, timeout=timeout) as resp:
+        with (opener or _open)(req, timeout=timeout) as resp:
             body = resp.read()
     except urllib.error.HTTPError as e:
-        try:
-            text = e.read().decode("utf-8", "replace")
-        except OSError:
-            text = ""
-        failure = error_for_status(what, e.code, redact(detail_of(text), api_key), where=where,
-                                   key_set=bool(api_key))
+        if 300 <= e.code < 400:
+            location = e.headers.get("Location") if e.headers is not None else None
+            failure = redirect_error(what, e.code, redact(location, api_key) if location else None, where=where)
+        else:
+            try:
+                text = e.read().decode("utf-8", "replace")
+            except OSError:
+                text = ""
+            failure = error_for_status(what, e.code, redact(detail_of(text), api_key), where=where,
+                                       key_set=bool(api_key))
     except (TimeoutError, socket.timeout):
         failure = LettaTimeoutError(f"{what} timed out (limit {timeout:g} s)",
                                     f"the Letta server at {where} is slow or unreachable; retry later")
