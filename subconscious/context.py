@@ -6,12 +6,16 @@ work too: :func:`as_message` / :func:`as_block` convert.
 
 - whisper mode: new agent messages as ``<letta_message from=... timestamp=...>``, with an
   instruction to acknowledge them briefly;
-- full mode: the same, plus ``<letta_context>`` + ``<letta_memory_blocks>`` on the first prompt
-  of a session and ``<letta_memory_update>`` (``- old`` / ``+ new`` lines) when blocks change;
+- full mode: the same, plus ``<letta_context>`` + ``<letta_memory_blocks>`` (one
+  ``<letta_memory_block label=... description=...>`` per block) on the first prompt of a session and
+  ``<letta_memory_update>`` (``- old`` / ``+ new`` lines) when blocks change;
 - PreToolUse: the new part wrapped in ``<letta_update>``, as the hook's JSON
   ``hookSpecificOutput.additionalContext``; nothing at all when nothing is new.
 
-All text from the agent or the user is XML-escaped, so the injected text is well-formed XML.
+Tag names are fixed (``letta_memory_block``, ``letta_message``, …): a block label is never a tag name, it is
+the escaped ``label="…"`` attribute, so an agent steered by a prompt injection cannot name a block
+``system-reminder`` and have it render as Claude Code's own ``<system-reminder>``. All text from the agent
+or the user is XML-escaped (attributes too), so nothing it writes can close our tags or open new ones.
 """
 
 from __future__ import annotations
@@ -25,8 +29,12 @@ __all__ = [
     "AgentMessage", "Block", "Injection", "as_message", "as_block", "new_messages",
     "format_messages", "block_diff", "changed_blocks", "format_memory_update",
     "format_full_context", "prompt_injection", "pre_tool_injection", "pre_tool_output",
-    "BlockChange", "escape", "escape_attr", "tag_name",
+    "BlockChange", "escape", "escape_attr", "TAG_NAMES",
 ]
+
+# Every tag name this module emits; nothing from the agent ever becomes one.
+TAG_NAMES = frozenset({"letta_message", "instruction", "letta_context", "letta_memory_blocks", "letta_memory_block",
+                       "letta_memory_update", "letta_update"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +90,6 @@ def escape(text: str) -> str:
 def escape_attr(text: str) -> str:
     return (escape(text).replace('"', "&quot;").replace("'", "&apos;")
             .replace("\r", " ").replace("\n", " ").replace("\t", " "))
-
-
-_NAME_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
-
-
-def tag_name(label: str) -> str:
-    """A block label as an XML tag name (``core_directives`` stays as it is)."""
-    name = _NAME_BAD.sub("_", label) or "block"
-    if not (name[0].isalpha() or name[0] == "_") or name.lower().startswith("xml"):
-        name = "_" + name
-    return name
 
 
 # --------------------------------------------------------------------------- messages
@@ -190,14 +187,15 @@ def changed_blocks(blocks: Sequence[Block], last_values: Mapping[str, str] | Non
 
 
 def _render_change(c: BlockChange) -> str:
-    tag = tag_name(c.label)
+    label = escape_attr(c.label)
     if c.status == "removed":
-        return '<%s status="removed"/>' % tag
+        return '<letta_memory_block label="%s" status="removed"/>' % label
     if c.removed or c.added:
         body = "\n".join(["- " + escape(s) for s in c.removed] + ["+ " + escape(s) for s in c.added])
     else:
         body = escape(c.value)
-    return '<%s status="%s">\n%s\n</%s>' % (tag, c.status, body, tag)
+    return '<letta_memory_block label="%s" status="%s">\n%s\n</letta_memory_block>' % (label, escape_attr(c.status),
+                                                                                     body)
 
 
 def format_memory_update(changes: Sequence[BlockChange]) -> str | None:
@@ -223,9 +221,8 @@ def format_full_context(agent_name: str, blocks: Sequence[Block], *, agent_descr
     if tools_line:
         about.append(escape(tools_line))
     if blocks:
-        body = "\n".join('<%s description="%s">\n%s\n</%s>'
-                         % (tag_name(b.label), escape_attr(b.description), escape(b.value), tag_name(b.label))
-                         for b in blocks)
+        body = "\n".join('<letta_memory_block label="%s" description="%s">\n%s\n</letta_memory_block>'
+                         % (escape_attr(b.label), escape_attr(b.description), escape(b.value)) for b in blocks)
     else:
         body = "<!-- no memory blocks -->"
     return ("<letta_context>\n%s\n</letta_context>\n<letta_memory_blocks>\n%s\n</letta_memory_blocks>"

@@ -206,7 +206,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
     assert laptop.store().setting("agentId") == agent_id  # imported once, pinned in the shared home
     # full mode, first prompt: the agent's memory blocks reached the model with the prompt
     first = context_after(run1.message_requests()[0].body, is_prompt("Start of the e2e session."))
-    assert "<letta_memory_blocks>" in first and "<guidance description=" in first, first[-3000:]
+    assert "<letta_memory_blocks>" in first and "<letta_memory_block label=\"guidance\" description=" in first, first[-3000:]
     assert fact1 not in block(base, agent_id, "guidance")
 
     # ---- turn 2 (--resume, at once): the agent is still reading turn 1 when the prompt is submitted;

@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from subconscious.context import (AgentMessage, Block, block_diff, changed_blocks, format_memory_update,
-                                  new_messages, pre_tool_injection, prompt_injection, tag_name)
+                                  new_messages, pre_tool_injection, prompt_injection)
 
 # As the Letta conversation messages API returns them: newest first, mixed types.
 API = [
@@ -60,9 +60,9 @@ def test_full_mode_first_prompt_then_diffs():
     ctx = root.findtext("letta_context")
     assert 'named "Sub"' in ctx and "Watches <you>" in ctx and "conversation=c" in ctx
     mem = root.find("letta_memory_blocks")
-    assert [(b.tag, b.get("description"), b.text.strip()) for b in mem] == [
-        ("guidance", "What to tell Claude", "Use tabs.\nRun tests first."),
-        ("user_preferences", "", "Likes short answers.")]
+    assert [(b.tag, b.get("label"), b.get("description"), b.text.strip()) for b in mem] == [
+        ("letta_memory_block", "guidance", "What to tell Claude", "Use tabs.\nRun tests first."),
+        ("letta_memory_block", "user_preferences", "", "Likes short answers.")]
     assert first.block_values == {"guidance": "Use tabs.\nRun tests first.", "user_preferences": "Likes short answers."}
 
     nothing = prompt_injection("full", "Sub", [], None, blocks, first.block_values)
@@ -72,12 +72,13 @@ def test_full_mode_first_prompt_then_diffs():
     upd = prompt_injection("full", "Sub", API[:1], None, blocks2, first.block_values)
     root = parse(upd.text)
     assert root.find("letta_message") is not None
-    update = root.find("letta_memory_update")
-    assert update.find("guidance").get("status") == "modified"
-    assert update.find("guidance").text.strip().splitlines() == ["- Use tabs.", "+ Use spaces."]
-    assert update.find("pending_items").get("status") == "new"
-    assert update.find("pending_items").text.strip() == "Fix CI"
-    assert update.find("user_preferences").get("status") == "removed"
+    update = {b.get("label"): b for b in root.find("letta_memory_update")}
+    assert {b.tag for b in update.values()} == {"letta_memory_block"}
+    assert update["guidance"].get("status") == "modified"
+    assert update["guidance"].text.strip().splitlines() == ["- Use tabs.", "+ Use spaces."]
+    assert update["pending_items"].get("status") == "new"
+    assert update["pending_items"].text.strip() == "Fix CI"
+    assert update["user_preferences"].get("status") == "removed"
     assert upd.block_values == {"guidance": "Use spaces.\nRun tests first.", "pending_items": "Fix CI"}
 
 
@@ -85,7 +86,7 @@ def test_whitespace_only_change_shows_full_value():
     changes = changed_blocks([Block("g", "a\n  b  ")], {"g": "a\nb"})
     assert [(c.status, c.value) for c in changes] == [("modified", "a\n  b  ")]
     root = parse(format_memory_update(changes))
-    assert root.find("letta_memory_update/g").text.strip("\n") == "a\n  b  "
+    assert root.find("letta_memory_update/letta_memory_block[@label='g']").text.strip("\n") == "a\n  b  "
 
 
 def test_pre_tool_use_json():
@@ -119,15 +120,14 @@ def test_block_diff_examples():
     assert block_diff("", "x\ny") == ([], ["x", "y"])
 
 
-def test_tag_names():
-    assert tag_name("core_directives") == "core_directives"
-    assert tag_name("my block!") == "my_block_"
-    assert tag_name("1st") == "_1st"
-    assert tag_name("") == "block"
-    assert tag_name("xml_stuff") == "_xml_stuff"
-
-
 def test_dataclass_and_dict_inputs_agree():
     as_dicts = prompt_injection("whisper", "S", [{"id": "a", "date": "d", "content": "hi"}], None)
     as_objs = prompt_injection("whisper", "S", [AgentMessage("a", "d", "hi")], None)
     assert as_dicts == as_objs
+
+
+def test_tag_names_are_fixed():
+    from subconscious.context import TAG_NAMES
+    from tests.unit.test_context_tags_attack import OURS
+
+    assert TAG_NAMES == OURS
