@@ -24,7 +24,16 @@ nextcloud          ``<stem> (conflicted copy [<user> ]YYYY-MM-DD HHMMSS).<ext>``
 unison             ``<stem> (conflict_on_YYYY-MM-DD).<ext>``,                    no
                    ``<stem> (conflict #N_on_YYYY-MM-DD).<ext>``
 google-drive       ``<stem> (N).<ext>`` (not confirmed)                          yes
+rclone             bisync 1.60-1.65: ``<name>..path1``, ``<name>..path2`` (both   no
+                   sides renamed, no ``<name>`` left); 1.66+: ``<name>.conflictN``
+                   (``--conflict-loser num``/``pathname``, default suffix),
+                   ``<name>.path1``/``.path2`` (``--conflict-suffix path``), and
+                   with ``--suffix-keep-extension`` ``<stem>.conflictN.<ext>``
 =================  ============================================================  ======
+
+rclone appends its marker to the whole name (``conversations.json..path1``), so its copies
+are recognised without the original beside them: rclone 1.60-1.65 renames *both* versions
+and leaves no original at all.  Other ``--conflict-suffix`` values are not recognised.
 
 A *weak* pattern is recognised only when the original sits beside the copy in
 ``listing``; even then the caller must check that the copy's content belongs to the
@@ -80,6 +89,7 @@ class Engine(str, Enum):
     NEXTCLOUD = "nextcloud"
     UNISON = "unison"
     GOOGLE_DRIVE = "google-drive"
+    RCLONE = "rclone"
 
     def __str__(self) -> str:  # pragma: no cover - cosmetic
         return self.value
@@ -102,8 +112,10 @@ class ConflictCopy:
     device: str | None = None  # Syncthing: 7-char short id of the device of the WINNING version
     host: str | None = None  # OneDrive computer name / Linux client's hostname
     user: str | None = None  # Dropbox "<who>'s", Nextcloud "[<user> ]"
-    number: int | None = None  # iCloud " 2", OneDrive "-2", Google "(1)", Dropbox "(1)", Unison "#N", safeBackup NNNN
-    variant: str | None = None  # e.g. Dropbox "case", "unicode", "shared-folder"; Nextcloud "legacy"
+    number: int | None = None  # iCloud " 2", OneDrive "-2", Google "(1)", Dropbox "(1)", Unison "#N", safeBackup NNNN,
+    # rclone's N of "conflictN" or the side of "path1"/"path2"
+    variant: str | None = None  # e.g. Dropbox "case", "unicode", "shared-folder"; Nextcloud "legacy";
+    # rclone "legacy" (1.60-1.65 "..pathN"), "pathname" (".pathN"), "keep-extension" ("<stem>.conflictN<ext>")
 
     @property
     def strength(self) -> Literal["weak", "strong"]:
@@ -115,7 +127,7 @@ class TempFile:
     """An in-flight temp file: never a conflict, never ours to fold -- leave it alone."""
 
     name: str
-    owner: Literal["subconscious", "syncthing", "unison"]
+    owner: Literal["subconscious", "syncthing", "unison", "rclone"]
     target: str | None = None  # the file it will become, where the name says
 
 
@@ -147,10 +159,12 @@ def is_original(name: str, *, where: Where = "root", extra: Collection[str] = ()
 _ST_TMP = re.compile(r"\.syncthing\.(.+)\.tmp")
 _ST_TMP_WIN = re.compile(r"~syncthing~(.+)\.tmp")
 _UNISON_TMP = re.compile(r"\.unison\.(.+)\.unison\.tmp")
+# rclone 1.63+ copies to "<name>.<hash>.partial" and renames (unless --inplace)
+_RCLONE_TMP = re.compile(r"(.+)\.[A-Za-z0-9]{4,}\.partial")
 
 
 def is_temporary(name: str) -> TempFile | None:
-    """Our own atomic-write temps, Syncthing's pull temps and Unison's transfer temps."""
+    """Our own atomic-write temps, Syncthing's pull temps, Unison's and rclone's transfer temps."""
     if name.startswith(TEMP_PREFIX):
         return TempFile(name, "subconscious")
     if m := _ST_TMP.fullmatch(name):
@@ -159,6 +173,8 @@ def is_temporary(name: str) -> TempFile | None:
         return TempFile(name, "syncthing", m.group(1))
     if _UNISON_TMP.fullmatch(name):
         return TempFile(name, "unison")
+    if m := _RCLONE_TMP.fullmatch(name):
+        return TempFile(name, "rclone", m.group(1))
     return None
 
 
@@ -215,6 +231,14 @@ _NEXTCLOUD_LEGACY = re.compile(
 _UNISON = re.compile(
     r"(?P<stem>.+?) \(conflict(?: #(?P<n>\d+))?_on_(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})\)"
 )
+# rclone bisync appends its marker to the WHOLE name: 1.60-1.65 "..path1"/"..path2"; 1.66+ ".conflictN"
+# (default --conflict-suffix, --conflict-loser num or pathname) or ".path1"/".path2" (--conflict-suffix
+# path). Lazy: the shortest original, so "..path1" is read before "." + ".path1".
+_RCLONE = re.compile(
+    r"(?P<rest>.+?)(?:\.\.path(?P<legacy>[12])|\.path(?P<side>[12])|\.conflict(?P<n>[1-9]\d*))"
+)
+# ... and with --suffix-keep-extension before the extension: "<stem>.conflictN.<ext>" (matches the stem)
+_RCLONE_KEEP_EXT = re.compile(r"(?P<stem>.+)\.conflict(?P<n>[1-9]\d*)")
 _ONEDRIVE_LINUX = re.compile(r"(?P<rest>.+-.+)-safeBackup-(?P<n>\d{4,})")
 _ICLOUD = re.compile(r"(?P<stem>.+) (?P<n>[2-9]|[1-9]\d+)")
 _GOOGLE = re.compile(r"(?P<stem>.+) \((?P<n>[1-9]\d*)\)")
@@ -255,6 +279,8 @@ def _strong_candidates(stem: str) -> Iterable[tuple[str, Engine, dict]]:
         g = m.groupdict()
         if dt := _date(g["y"], g["mo"], g["d"]):
             yield g["stem"], Engine.UNISON, {"date": dt, "number": _int(g["n"])}
+    if m := _RCLONE_KEEP_EXT.fullmatch(stem):
+        yield m["stem"], Engine.RCLONE, {"number": int(m["n"]), "variant": "keep-extension"}
     # "<stem>-<hostname>-safeBackup-NNNN": both parts may hold dashes; try every split,
     # longest original first (the caller's listing, if any, decides between them).
     if m := _ONEDRIVE_LINUX.fullmatch(stem):
@@ -264,9 +290,32 @@ def _strong_candidates(stem: str) -> Iterable[tuple[str, Engine, dict]]:
                 yield rest[:j], Engine.ONEDRIVE_LINUX, {"host": rest[j + 1:], "number": n}
 
 
+def _rclone(name: str, where: Where, extra: Collection[str], listing: Collection[str]) -> ConflictCopy | None:
+    """rclone bisync's copy names: the marker follows the whole original name, which need not exist
+    (1.60-1.65 rename both sides away), so the name alone is the proof."""
+    if (m := _RCLONE.fullmatch(name)) is None:
+        return None
+    rest = m["rest"]
+    if m["legacy"]:
+        details = {"number": int(m["legacy"]), "variant": "legacy"}
+    elif m["side"]:
+        details = {"number": int(m["side"]), "variant": "pathname"}
+    else:
+        details = {"number": int(m["n"])}
+    if _raw_original(rest, where, extra) and is_temporary(rest) is None:
+        original = rest
+    elif (inner := _strong(rest, where, extra, listing)) is not None:
+        original = inner.original  # a copy of a copy ("x.json..path1..path2"): the first original
+    else:
+        return None
+    return ConflictCopy(name=name, original=original, engine=Engine.RCLONE, **details)
+
+
 def _strong(
     name: str, where: Where, extra: Collection[str], listing: Collection[str] = ()
 ) -> ConflictCopy | None:
+    if (r := _rclone(name, where, extra, listing)) is not None:
+        return r
     stem, ext = _split(name)
     valid = [
         (ostem + ext, engine, details)
@@ -424,4 +473,13 @@ def make_copy_name(
         return f"{stem} (conflict{num}_on_{d10}){ext}"
     if engine is Engine.GOOGLE_DRIVE:
         return f"{stem} ({number or 1}){ext}"
+    if engine is Engine.RCLONE:
+        side = 2 if number == 2 else 1
+        if variant == "legacy":  # bisync 1.60-1.65: both sides renamed, no original left
+            return f"{original}..path{side}"
+        if variant == "pathname":  # 1.66+ --conflict-loser pathname --conflict-suffix path
+            return f"{original}.path{side}"
+        if variant == "keep-extension":  # 1.66+ with --suffix-keep-extension
+            return f"{stem}.conflict{number or 1}{ext}"
+        return f"{original}.conflict{number or 1}"  # 1.66+ default suffix, num or pathname
     raise ValueError(f"unknown engine {engine!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import string
 
 import pytest
@@ -71,6 +72,9 @@ def copies(draw) -> tuple[str, str, Engine, dict, str]:
         kw["number"] = draw(st.none() | st.integers(1, 99))
     elif engine is Engine.GOOGLE_DRIVE:
         kw["number"] = draw(st.integers(1, 99))
+    elif engine is Engine.RCLONE:
+        kw["variant"] = draw(st.sampled_from([None, "legacy", "pathname", "keep-extension"]))
+        kw["number"] = draw(st.integers(1, 2) if kw["variant"] in ("legacy", "pathname") else st.integers(1, 999))
     return where, original, engine, kw, make_copy_name(engine, original, **kw)
 
 
@@ -110,6 +114,8 @@ def test_details_the_engine_encodes_are_parsed(case) -> None:
         assert (got.date, got.number) == (w.date(), kw["number"])
     elif engine is Engine.ONEDRIVE_LINUX:
         assert (got.host, got.number) == (kw["host"], kw["number"])
+    elif engine is Engine.RCLONE:
+        assert (got.number, got.variant, got.date) == (kw["number"], kw["variant"], None)
     elif engine is Engine.ONEDRIVE:
         if not kw["host"].rsplit("-", 1)[-1].isdigit():
             assert (got.host, got.number) == (kw["host"], kw["number"])
@@ -179,10 +185,13 @@ def test_no_valid_name_of_ours_is_ever_classified_as_a_copy(orig, others) -> Non
 @example("x.sync-conflict-20261130-063049-ZV4TXD3.json", "hosts")
 @example("session-a_conflict-20261130-063049.json", "root")
 @example("session-a-b-safeBackup-0001.json", "root")
+@example("web.conflict1.json", "hosts")
+@example("web.path1.json", "hosts")
 def test_only_strong_engine_markers_make_a_name_of_our_grammar_invalid(name, where) -> None:
     grammar = conflicts._raw_original(name, where, ())
     if grammar and not is_original(name, where=where):
         assert ("sync-conflict" in name or "_conflict-" in name or "safeBackup" in name
+                or re.search(r"\.conflict[1-9]\d*\.json$", name)  # rclone --suffix-keep-extension
                 or name.startswith((".syncthing.", "~syncthing~", TEMP_PREFIX)))
         got = classify(name, where=where)
         assert isinstance(got, ConflictCopy) and not got.weak
@@ -240,6 +249,11 @@ def test_captured_and_documented_names() -> None:
         "conversations (conflict_on_2026-11-30).json": (Engine.UNISON, "conversations.json"),
         "session-s1 (conflict #2_on_2026-11-30).json": (Engine.UNISON, "session-s1.json"),
         "conversations (1).json": (Engine.GOOGLE_DRIVE, "conversations.json"),
+        "conversations.json..path1": (Engine.RCLONE, "conversations.json"),  # seen: Debian's rclone 1.60.1
+        "session-s1.json..path2": (Engine.RCLONE, "session-s1.json"),
+        "conversations.json.conflict1": (Engine.RCLONE, "conversations.json"),  # 1.66+ documented
+        "session-s1.json.path2": (Engine.RCLONE, "session-s1.json"),
+        "conversations.conflict3.json": (Engine.RCLONE, "conversations.json"),
     }
     for name, (engine, original) in cases.items():
         got = classify(name, [*listing, name])
@@ -312,3 +326,86 @@ def test_classify_never_raises(name, listing, where) -> None:
     assert got is None or isinstance(got, (ConflictCopy, TempFile))
     if isinstance(got, ConflictCopy):
         assert is_original(got.original, where=where) and got.original != got.name
+
+
+# --------------------------------------------------------------------------- rclone bisync
+
+
+@pytest.mark.parametrize("where,name,original,number,variant", [
+    # 1.60-1.65 (seen with Debian's 1.60.1): both versions renamed, the original gone
+    ("root", "conversations.json..path1", "conversations.json", 1, "legacy"),
+    ("root", "conversations.json..path2", "conversations.json", 2, "legacy"),
+    ("root", "session-4b1e-9c2a.json..path1", "session-4b1e-9c2a.json", 1, "legacy"),
+    ("hosts", "laptop.json..path2", "laptop.json", 2, "legacy"),
+    ("hosts", "web.example.com.json..path1", "web.example.com.json", 1, "legacy"),
+    # 1.66+ --conflict-loser num (default) or pathname, default --conflict-suffix "conflict"
+    ("root", "conversations.json.conflict1", "conversations.json", 1, None),
+    ("root", "conversations.json.conflict2", "conversations.json", 2, None),
+    ("root", "session-s1.json.conflict12", "session-s1.json", 12, None),
+    ("hosts", "laptop.json.conflict3", "laptop.json", 3, None),
+    # 1.66+ --conflict-loser pathname --conflict-suffix path
+    ("root", "session-s1.json.path1", "session-s1.json", 1, "pathname"),
+    ("hosts", "laptop.json.path2", "laptop.json", 2, "pathname"),
+    # 1.66+ with --suffix-keep-extension
+    ("root", "conversations.conflict1.json", "conversations.json", 1, "keep-extension"),
+    ("hosts", "laptop.conflict2.json", "laptop.json", 2, "keep-extension"),
+])
+def test_rclone_names_need_no_original_beside_them(where, name, original, number, variant) -> None:
+    for listing in ((), [name], [name, original]):  # 1.60's "..pathN": nothing else is left
+        got = classify(name, listing, where=where)
+        assert isinstance(got, ConflictCopy), (name, listing)
+        assert (got.engine, got.original, got.number, got.variant, got.weak) == (
+            Engine.RCLONE, original, number, variant, False)
+    assert not is_original(name, where=where)
+    assert [c.name for c in find_conflicts([name], where=where)] == [name]
+    assert make_copy_name(Engine.RCLONE, original, number=number, variant=variant) == name
+
+
+def test_rclone_conflict_in_a_conflict_belongs_to_the_first_original() -> None:
+    for name in ("conversations.json..path1..path2", "session-s1.json.path1.path2",
+                 "conversations.json.conflict1.conflict2", "session-s1.json..path1.conflict1"):
+        got = classify(name)
+        assert isinstance(got, ConflictCopy) and got.engine is Engine.RCLONE, name
+        assert got.original == name.split(".json")[0] + ".json"
+    got = classify("conversations.sync-conflict-20261130-063049-ZV4TXD3.json..path1")
+    assert got.engine is Engine.RCLONE and got.original == "conversations.json"
+
+
+@pytest.mark.parametrize("name,where", [
+    ("conversations.json..path3", "root"),  # only two sides
+    ("conversations.json.path0", "root"),
+    ("conversations.json.conflict0", "root"),  # rclone numbers from 1
+    ("conversations.json.conflict", "root"),
+    ("conversations.json.Conflict1", "root"),
+    ("conversations.json...path1", "root"),  # original would be "conversations.json." (not ours)
+    ("notes.txt..path1", "root"),  # not a file of ours
+    ("session-.json..path1", "root"),
+    ("session-a b.json.conflict1", "root"),  # not a valid session id
+    ("hosts..path1", "root"),
+    ("quarantine.conflict1", "root"),
+    ("-bad.json..path1", "hosts"),  # not a valid host id
+    ("conversations.json.conflict1.json", "root"),  # "conversations.json" + keep-extension: not ours
+])
+def test_rclone_lookalikes_that_are_not_copies_of_ours(name, where) -> None:
+    assert not isinstance(classify(name, [name, "conversations.json"], where=where, include_ambiguous=True),
+                          ConflictCopy)
+
+
+@settings(max_examples=300)
+@given(originals())
+def test_rclone_markers_never_make_one_of_our_names_a_copy(orig) -> None:
+    """Our names end in ".json"; rclone's markers follow it, or sit before it with a dot our session
+    ids cannot hold -- so no valid name of ours is read as an rclone copy."""
+    where, name = orig
+    assert classify(name, where=where) is None
+    for variant in (None, "legacy", "pathname", "keep-extension"):
+        copy = make_copy_name(Engine.RCLONE, name, number=2, variant=variant)
+        assert not is_original(copy, where=where)
+        got = classify(copy, where=where)
+        assert isinstance(got, ConflictCopy) and got.engine is Engine.RCLONE and got.original == name
+
+
+def test_rclone_partial_files_are_temp_files() -> None:
+    got = classify("conversations.json.a1b2c3d4.partial")
+    assert got == TempFile("conversations.json.a1b2c3d4.partial", "rclone", "conversations.json")
+    assert not is_original("conversations.json.a1b2c3d4.partial")
