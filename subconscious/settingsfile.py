@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from typing import Any
 
@@ -36,16 +37,32 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _no_constant(name: str) -> Any:
+    raise SettingsError(f"it holds {name}, which is not JSON (Claude Code could not read the file)")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise SettingsError(f"the number {literal[:40]} is out of range for a JSON reader: written back it would "
+                            "become Infinity, which Claude Code cannot read")
+    return value
+
+
 def parse_json_object(text: str, what: str) -> dict[str, Any]:
-    """``text`` as a JSON object (blank text is an empty object); SettingsError otherwise."""
+    """``text`` as a JSON object (blank text is an empty object); SettingsError otherwise. Numbers that would
+    not survive a rewrite (``1e400`` becomes ``Infinity``) and the non-JSON ``NaN``/``Infinity`` are refused."""
     if not text.strip():
         return {}
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant,
+                          parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise SettingsError(f"{what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except SettingsError as exc:
         raise SettingsError(f"{what}: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer longer than Python's digit limit, deep nesting
+        raise SettingsError(f"{what} cannot be read back safely: {str(exc)[:120]}") from None
     if not isinstance(data, dict):
         raise SettingsError(f"{what} holds a JSON {type(data).__name__}, not an object")
     return data
@@ -160,4 +177,8 @@ def detect_indent(text: str) -> int | str:
 
 
 def render(settings: dict[str, Any], indent: int | str = 2) -> str:
-    return json.dumps(settings, indent=indent, ensure_ascii=False) + "\n"
+    """The file's new text; never ``NaN``/``Infinity`` (not JSON: Node's JSON.parse rejects them)."""
+    try:
+        return json.dumps(settings, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise SettingsError(f"the settings cannot be written as JSON: {exc}") from None

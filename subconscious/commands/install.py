@@ -4,8 +4,11 @@ settings file, for people who do not use the plugin.
 Target: the user settings (``$CLAUDE_CONFIG_DIR/settings.json``, else ``~/.claude/settings.json``),
 ``--project DIR`` (``DIR/.claude/settings.json``) or ``--settings FILE``. The hooks are read from the
 plugin's ``hooks/hooks.json``. The file is rewritten only when something changes, atomically, keeping
-its mode, its indentation and a timestamped backup next to it; a symlinked file (dotfiles) is written
-through the link. A file that does not parse is never touched: exit 2 with the reason.
+its mode, its indentation and a timestamped backup next to it. A symlinked file (dotfiles) is written
+through the link, and the output says where it points; under ``--project`` a link (the file, or ``.claude``)
+that leads outside the project is refused — a cloned project must not make install write elsewhere. A file
+that does not parse, or that would not survive a rewrite (``1e400``, ``NaN``), is never touched: exit 2 with
+the reason.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
 
     target = target_path(args)
     shown = str(target)
+    real, outside = _where_it_writes(target, args)
+    if outside is not None:
+        return _fail(f"{shown} leads to {real}, outside {outside} (a symbolic link). Nothing was changed: "
+                     f"if you mean to change that file, run `subconscious {args.verb} --settings {real}`", 2)
+    if real != Path(os.path.realpath(target.parent)) / target.name:
+        print(f"note: {shown} is a symbolic link to {real}; that file is the one changed")
     try:
         raw = target.read_bytes() if target.exists() else None
     except OSError as exc:
@@ -90,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"no subconscious hooks in {shown}; nothing changed")
         return 0
 
-    new_text = render(new, detect_indent(text))
+    try:
+        new_text = render(new, detect_indent(text))
+    except SettingsError as exc:
+        return _fail(f"{exc}. Nothing was changed.", 2)
     if args.dry_run:
         diff = difflib.unified_diff(text.splitlines(keepends=True), new_text.splitlines(keepends=True),
                                     fromfile=shown, tofile=shown + " (after)")
@@ -115,9 +127,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _where_it_writes(target: Path, args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """(the real file a write lands in, the directory it escapes or None). Links are followed, but under
+    ``--project`` the real file must stay inside the project directory."""
+    real = Path(os.path.realpath(target))
+    if getattr(args, "project", None):
+        root = Path(os.path.realpath(Path(args.project).expanduser()))
+        if real != root and root not in real.parents:
+            return real, root
+    return real, None
+
+
 def _write(target: Path, raw: bytes | None, text: str) -> Path | None:
     """Back up the old bytes (same mode), then replace the file atomically; returns the backup path."""
-    real = target.resolve() if target.is_symlink() else target  # a dotfiles link stays a link
+    real = Path(os.path.realpath(target))  # a dotfiles link stays a link (run() checked where it leads)
     directory = real.parent
     if raw is None:
         directory.mkdir(parents=True, exist_ok=True)
