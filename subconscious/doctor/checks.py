@@ -20,6 +20,7 @@ from ..state.textforms import TEMP_PREFIX
 from .analysis import DEFAULT_SKEW_S, ShardData, clock_skew, legacy_unadopted, quarantine_note, session_splits, split_brain
 from .findings import ERROR, INFO, WARNING, Finding
 from .home import letta_home_findings
+from .views import missing_views
 
 HOSTS = "hosts"
 SHARD_FORMAT = 1
@@ -27,7 +28,7 @@ TEMP_AGE_S = 600.0
 ENGINE_NAMES = {
     Engine.SYNCTHING: "Syncthing", Engine.DROPBOX: "Dropbox", Engine.ICLOUD: "iCloud Drive",
     Engine.ONEDRIVE: "OneDrive", Engine.ONEDRIVE_LINUX: "OneDrive (Linux client)", Engine.NEXTCLOUD: "Nextcloud",
-    Engine.UNISON: "Unison", Engine.GOOGLE_DRIVE: "Google Drive",
+    Engine.UNISON: "Unison", Engine.GOOGLE_DRIVE: "Google Drive", Engine.RCLONE: "rclone bisync",
 }
 
 
@@ -336,6 +337,7 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
             report.findings.append(_copy_finding(home, found.path, found.copy))
         for path, copy in session_copies:
             report.findings.append(_copy_finding(home, path, copy))
+        report.findings += missing_views(home, snap)
         shards, shard_rows = _read_shards(home, host.id)
         report.findings += shard_rows
         report.findings += session_splits(shards, snap.raw)

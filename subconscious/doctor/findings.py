@@ -14,6 +14,8 @@ _RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 # Every kind doctor knows, with what it means (shown by --json consumers and the README).
 KINDS: dict[str, str] = {
     "conflict-copy": "a sync engine's conflict copy of one of our files (folded by --fix, kept under backups/)",
+    "missing-view": "conversations.json, or a session file whose conflict copies exist, is missing (rclone bisync "
+                    "renames both versions away); rebuilt by --fix and by the next write",
     "git-conflict-markers": "a state file with git conflict markers (merged by --fix, original kept in quarantine/)",
     "unparseable": "a state file that is not valid JSON (bytes kept in quarantine/)",
     "invalid-entry": "entries of a state file that are not of our format (skipped, bytes kept)",

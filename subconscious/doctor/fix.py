@@ -4,7 +4,9 @@
 - files with git conflict markers (view, any shard, session files): the sides merged with the
   store's merge (filemerge.repair); the original bytes go to quarantine/ first;
 - conflict copies, legacy entries, an unparseable view or own shard, stale temp files: one
-  ``Store.fold_all`` (refresh + fold), which keeps copies under backups/ and bad bytes in quarantine/.
+  ``Store.fold_all`` (refresh + fold), which keeps copies under backups/ and bad bytes in quarantine/;
+- a missing view or session file (rclone bisync renames both versions away): checked again after the
+  fold and rebuilt with ``Store.refresh`` / ``Store.fold_session`` (views.rebuild).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Mapping
 
 from .checks import Report
 from .findings import Finding
+from .views import rebuild
 
 GIT_KINDS = {"git-driver-missing", "git-driver-broken", "git-attributes-missing"}
 
@@ -80,6 +83,10 @@ def apply(report: Report, env: Mapping[str, str]) -> list[str]:
                 actions.append(f"folded {n} conflict cop{'y' if n == 1 else 'ies'} into the originals "
                                "(kept under backups/)")
             actions.append("rewrote this host's shard and the view from every readable source")
+            try:
+                actions += rebuild(store, report.findings)
+            except (LockTimeout, StoreError, OSError) as exc:
+                actions.append(f"could not rebuild a missing file: {exc}")
             gone = [f for f in report.findings if f.kind == "temp-file" and not (home / f.path).exists()]
             if gone:
                 actions.append(f"removed {len(gone)} stale temp file{'s' * (len(gone) != 1)}")
