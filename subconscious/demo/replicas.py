@@ -5,7 +5,9 @@ Each link remembers what both sides held at its last sync (content digests). Syn
 - a file changed on one side only is copied to the other (temp file + rename, mtime kept) or deleted;
 - a file changed on both sides is a conflict: as Syncthing does, the version with the older mtime
   loses and is kept beside the original under the engine's copy name, on both sides; a delete against
-  a modification lets the modification win (Syncthing 1.19, Dropbox).
+  a modification lets the modification win (Syncthing 1.19, Dropbox). rclone bisync (1.60) has no
+  winner: both versions are renamed (``<name>..path1`` from side a, ``..path2`` from side b) and no
+  ``<name>`` is left on either side.
 
 Temp files (ours, Syncthing's, Unison's) never travel. ``only`` syncs a subset of paths, so a caller
 can delay some files and not others.
@@ -173,6 +175,9 @@ class Network:
                 self._apply(pb, pa, db)
             elif db is None:
                 self._apply(pa, pb, da)
+            elif link.engine is Engine.RCLONE:
+                made += self._rename_both(link, rel, pa, pb, la, set(la) | set(lb) | set(link.base))
+                continue
             else:
                 ma, mb = os.stat(pa).st_mtime_ns, os.stat(pb).st_mtime_ns
                 a_loses = (ma, link.a) < (mb, link.b)
@@ -188,6 +193,26 @@ class Network:
                 made.append(copy)
             link.base[rel] = digest(pa)
         self.conflicts += made
+        return made
+
+    def _rename_both(self, link: Link, rel: str, pa: str, pb: str, la: dict, taken: set[str]) -> list[str]:
+        """rclone bisync 1.60 on a file changed on both sides: each version renamed, on both sides."""
+        made = []
+        ra, rb = str(self.roots[link.a]), str(self.roots[link.b])
+        for side, src in ((1, pa), (2, pb)):
+            copy = make_copy_name(Engine.RCLONE, rel, number=side, variant="legacy")
+            while copy in taken:  # an unfolded copy from before: keep it (a copy of the copy)
+                copy = make_copy_name(Engine.RCLONE, copy, number=side, variant="legacy")
+            data, mtime = Path(src).read_bytes(), os.stat(src).st_mtime_ns
+            for root in (ra, rb):
+                _write_copy(data, mtime, Path(root) / copy)
+            link.base[copy] = hashlib.sha256(data).hexdigest()
+            la[copy] = os.path.join(ra, copy)
+            taken.add(copy)
+            made.append(copy)
+        for path in (pa, pb):
+            self._apply(path, path, None)
+        link.base[rel] = None
         return made
 
     @staticmethod
