@@ -1,122 +1,270 @@
-"""Session files (``session-<id>.json``): read with their conflict copies, updated under the host
-lock with a merge that never moves the cursor back.
+"""Session state: ``session-<id>.json`` (the upstream-readable view) and one version per host
+(``hosts/<host>/session-<id>.json``), merged so that the cursor never moves back.
 
-A base class of :class:`~subconscious.state.store.Store`; it uses the store's paths, lock, clock
-and reading helpers.
+Each host writes only its own version (under its host lock); a reader merges the view, every host's
+version, their conflict copies and displaced versions. The view is published like the conversations
+view (:mod:`.publish`), so what upstream writes there is merged, never overwritten unread: its
+version counts as newer than the one it replaced (see :func:`session_view_version`).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import copies
-from .clock import ZERO
-from .files import Problem, atomic_write
-from .ids import check_session_id, is_session_id
+from .clock import ZERO, tick
+from .files import Problem
+from .ids import check_session_id, is_host_id, is_session_id
 from .merge import merge_session_versions, merge_sessions
-from .records import RecordError, SessionState, parse_session
+from .publish import DISPLACED, displaced_names, publish
+from .records import LEGACY_HOST, RecordError, SessionState, parse_session
+from .sources import Read, Source, copy_source
 from .textforms import dumps_canonical
 
-CONVERSATIONS = "conversations.json"
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import Store
+
 SESSION_PREFIX, SESSION_SUFFIX = "session-", ".json"
+HOSTS = "hosts"
+MAX_REDO = 16
+log = logging.getLogger("subconscious")
 
 
 def session_file_name(session_id: str) -> str:
     return f"{SESSION_PREFIX}{check_session_id(session_id)}{SESSION_SUFFIX}"
 
 
-class SessionFiles:
-    home: Path
-    host: str
+def _sid_of(name: str) -> str | None:
+    if name.startswith(SESSION_PREFIX) and name.endswith(SESSION_SUFFIX):
+        sid = name[len(SESSION_PREFIX):-len(SESSION_SUFFIX)]
+        return sid if is_session_id(sid) else None
+    return None
 
-    def session_path(self, session_id: str) -> Path:
+
+def _group(state: SessionState) -> tuple:
+    return (state.conversation_id, state.agent_id, state.last_block_values, state.last_seen_message_id, state.extra)
+
+
+def session_view_version(view: SessionState, hosts: dict[str, SessionState], winner: SessionState | None) -> SessionState:
+    """What the view's version counts as: upstream's rewrite of a version (unstamped, or stamped like a
+    host's version but with other content) is newer than the version it replaced."""
+    if winner is None:
+        return view
+    if view.stamp == ZERO and view.host == LEGACY_HOST:
+        return view.evolve(stamp=tick(winner.stamp, 0)) if _group(view) != _group(winner) else view
+    mine = hosts.get(view.host)
+    if mine is not None and mine.stamp == view.stamp and _group(mine) != _group(view):
+        return view.evolve(stamp=tick(max(mine.stamp, winner.stamp), 0), host=LEGACY_HOST)
+    return view
+
+
+class SessionFiles:
+    def __init__(self, store: "Store"):
+        self.store = store
+        self.fs = store.fs
+
+    @property
+    def home(self) -> Path:
+        return self.store.home
+
+    def view_path(self, session_id: str) -> Path:
         return self.home / session_file_name(session_id)
 
-    def session_ids(self, names: list[str] | None = None) -> list[str]:
-        """Sessions with a file here (not counting OneDrive-style copies named like a session)."""
-        out: list[str] = []
-        names = copies.listdir(self.home) if names is None else names
+    def own_path(self, session_id: str) -> Path:
+        return self.home / HOSTS / self.store.host / session_file_name(session_id)
+
+    def _host_dirs(self) -> list[str]:
+        return sorted(n for n in self.fs.listdir(self.home / HOSTS) if is_host_id(n) and not n.endswith(".json"))
+
+    # ------------------------------------------------------------------ listing
+
+    def ids(self, names: list[str] | None = None) -> list[str]:
+        """Sessions with a view or a host's version here (not counting copies named like a session)."""
+        names = self.fs.listdir(self.home) if names is None else names
+        out = set(self._view_ids(names))
+        for host in self._host_dirs():
+            out |= set(self._view_ids(self.fs.listdir(self.home / HOSTS / host)))
+        return sorted(out)
+
+    @staticmethod
+    def _view_ids(names: list[str]) -> list[str]:
         copy_names = copies.ambiguous_copies(names)
+        out = []
         for name in names:
             if name in copy_names or not copies.plain(name):  # a OneDrive/Nextcloud copy named like a session
                 continue
-            if name.startswith(SESSION_PREFIX) and name.endswith(SESSION_SUFFIX):
-                sid = name[len(SESSION_PREFIX) : -len(SESSION_SUFFIX)]
-                if is_session_id(sid):
-                    out.append(sid)
-        return sorted(out)
+            sid = _sid_of(name)
+            if sid is not None:
+                out.append(sid)
+        return out
 
-    def sessions(self) -> Iterator[tuple[str, SessionState | None, list[Problem]]]:
-        """Every session with its merged state and problems, from one listing of the directory (reading
-        them one by one with :meth:`session` would list it once per session)."""
-        names = copies.listdir(self.home)
-        for sid in self.session_ids(names):
-            state, problems, _ = self._read_session(sid, names)
+    def ids_without_view(self, names: list[str]) -> list[str]:
+        present = set(self._view_ids(names))
+        return [sid for sid in self.ids(names) if sid not in present]
+
+    def all(self) -> Iterator[tuple[str, SessionState | None, list[Problem]]]:
+        """Every session with its merged state and problems, from one listing of each directory."""
+        names = self.fs.listdir(self.home)
+        listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
+        ids = set(self._view_ids(names))
+        for listing in listings.values():
+            ids |= set(self._view_ids(listing))
+        for sid in sorted(ids):
+            state, problems, _ = self._read(sid, names, listings)
             yield sid, state, problems
 
-    def _read_session(self, session_id: str, names: list[str] | None = None
-                      ) -> tuple[SessionState | None, list[Problem], list[copies.Found]]:
-        """The session merged from its file and every conflict copy of it."""
+    # ------------------------------------------------------------------ reading
+
+    def read(self, session_id: str, names: list[str] | None = None
+             ) -> tuple[SessionState | None, list[Problem], list[copies.Found]]:
+        state, problems, reads = self._read(session_id, names)
+        return state, problems, [copies.Found(r.source.path, r.source.copy, r.raw) for r in reads["folds"]]
+
+    def _sources(self, session_id: str, names: list[str] | None, listings: dict[str, list[str]] | None):
         name = session_file_name(session_id)
-        found = copies.find(copies.listdir(self.home) if names is None else names, "root", name)
-        versions, problems, folded = [], [], []
-        for path, copy in [(self.home / name, None), *((self.home / c.name, c) for c in found)]:
-            doubtful = (copy is not None and copy.weak) or (copy is not None and copy.ambiguous)
-            result = self._read_json(path, copy)
-            local, parsed = list(result.problems), []
-            for value in result.values:
-                try:
-                    parsed.append(parse_session(value, session_id))
-                except RecordError as exc:
-                    kept = None if doubtful else self._aside(path, result.raw, "invalid-entry")
-                    local.append(Problem("invalid-entry", str(path), f"not a session state: {exc}", kept))
-            if doubtful and (local or not parsed):
-                continue  # a weak name match whose content is not this session's
-            versions += parsed
-            problems += local
-            if copy is not None and result.exists:
-                folded.append(copies.Found(path, copy, result.raw))
-        return merge_session_versions(versions), problems, folded
+        names = self.fs.listdir(self.home) if names is None else names
+        view = [Source(self.home / name, "view")]
+        view += [Source(self.home / n, "displaced") for n in displaced_names(names, name)]
+        view += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", name)]
+        hosts = []
+        if listings is None:
+            listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
+        for host, listing in listings.items():
+            directory = self.home / HOSTS / host
+            if name in listing:
+                hosts.append(Source(directory / name, "shard", owner=host))
+            hosts += [Source(directory / n, "displaced", owner=host) for n in displaced_names(listing, name)]
+            hosts += [copy_source(directory / c.name, c, host) for c in copies.find(listing, "root", name)]
+        return view, hosts
 
-    def session(self, session_id: str) -> SessionState | None:
-        return self._read_session(session_id)[0]
+    def _read_one(self, source: Source, session_id: str) -> tuple[Read, list[SessionState]]:
+        read = self.store.reader.read(source)
+        parsed = []
+        for value in read.values:
+            try:
+                parsed.append(parse_session(value, session_id))
+            except RecordError as exc:
+                self.store.reader.wrong(read, "invalid-entry", f"not a session state: {exc}")
+        return read, parsed
 
-    def session_problems(self, session_id: str) -> list[Problem]:
-        return self._read_session(session_id)[1]
+    def _read(self, session_id: str, names: list[str] | None = None, listings: dict | None = None):
+        view_sources, host_sources = self._sources(session_id, names, listings)
+        problems: list[Problem] = []
+        reads = {"view": None, "own": None, "folds": [], "displaced": []}
+        by_host: dict[str, SessionState] = {}
+        others: list[SessionState] = []
 
-    def update_session(
-        self, session_id: str, change: Callable[[SessionState | None], SessionState | None]
-    ) -> SessionState | None:
-        """Read the session (with its conflict copies), apply ``change`` and write the result merged,
-        so the cursor never moves back; then fold the copies. ``change`` returning None, or a state
-        equal to the current one, writes nothing (copies are then left for :meth:`fold_session`)."""
+        def take(source: Source, read: Read, parsed: list[SessionState]) -> bool:
+            if source.weak and (read.problems or not parsed):
+                return False  # a weak name match whose content is not this session's
+            problems.extend(read.problems)
+            if source.foldable and read.raw:
+                reads["folds"].append(read)
+            if source.kind == "displaced" and read.raw is not None:
+                reads["displaced"].append(read)
+            return True
+
+        for source in host_sources:
+            read, parsed = self._read_one(source, session_id)
+            if not take(source, read, parsed):
+                continue
+            if source.kind == "shard":
+                if source.owner == self.store.host:
+                    reads["own"] = read
+                merged = merge_session_versions(parsed)
+                if merged is not None:
+                    by_host[source.owner] = merged
+            else:
+                others += parsed
+        winner = merge_session_versions([*by_host.values(), *others])
+        for source in view_sources:
+            read, parsed = self._read_one(source, session_id)
+            if not take(source, read, parsed):
+                continue
+            if source.kind == "view":
+                reads["view"] = read
+            if source.upstream_writable:
+                parsed = [session_view_version(p, by_host, winner) for p in parsed]
+            others += parsed
+        state = merge_session_versions([*by_host.values(), *others])
+        return state, problems, reads
+
+    # ------------------------------------------------------------------ writing
+
+    def update(self, session_id: str, change: Callable[[SessionState | None], SessionState | None]
+               ) -> SessionState | None:
+        """Read the session (every version), apply ``change``, write this host's version merged (the
+        cursor never moves back) and publish the view; redone when a publish finds a version it did not
+        merge. ``change`` returning None, or a state equal to the current one, writes nothing of ours."""
         check_session_id(session_id)
-        self._writable()
-        with self.lock():
-            current, _, found = self._read_session(session_id)
-            proposed = change(current)
-            if proposed is None:
-                return current
-            proposed = proposed.evolve(session_id=session_id)
-            if current is not None and _same_content(current, proposed):
-                return current
-            stamp = self._next_stamp(current.stamp if current else ZERO)
-            proposed = proposed.evolve(stamp=stamp, host=self.host)
-            merged = merge_sessions(current, proposed) if current is not None else proposed
-            atomic_write(self.session_path(session_id), dumps_canonical(merged.to_json(), expand=1))
-            copies.fold(found, self.home, self.host)
-            return merged
+        self.store._writable()
+        with self.store.lock():
+            state: SessionState | None = None
+            for _ in range(MAX_REDO):
+                state, redo = self._update_once(session_id, change)
+                if not redo:
+                    return state
+            log.warning("state: session %s kept changing while this host wrote it (%d tries); this "
+                        "host's version holds the write", session_id, MAX_REDO)
+            return state
 
-    def fold_session(self, session_id: str) -> list[Path]:
-        """Write the session merged with its conflict copies and move the copies to backups/."""
-        self._writable()
-        with self.lock():
-            current, _, found = self._read_session(session_id)
-            if not found or current is None:
-                return []
-            atomic_write(self.session_path(session_id), dumps_canonical(current.to_json(), expand=1))
-            return copies.fold(found, self.home, self.host)
+    def _update_once(self, session_id: str, change) -> tuple[SessionState | None, bool]:
+        current, _, reads = self._read(session_id)
+        proposed = change(current)
+        if proposed is None:
+            return current, False
+        proposed = proposed.evolve(session_id=session_id)
+        merged = current
+        if current is None or not _same_content(current, proposed):
+            stamp = self.store._next_stamp(current.stamp if current else ZERO)
+            proposed = proposed.evolve(stamp=stamp, host=self.store.host)
+            merged = merge_sessions(current, proposed) if current is not None else proposed
+            own_raw = reads["own"].raw if reads["own"] is not None else None
+            self.fs.makedirs(self.own_path(session_id).parent)
+            out = publish(self.fs, self.own_path(session_id), _render(merged), own_raw)
+            if out.redo:
+                return merged, True
+        view_raw = reads["view"].raw if reads["view"] is not None else None
+        out = publish(self.fs, self.view_path(session_id), _render(merged), view_raw)
+        if out.redo:
+            return merged, True
+        self._finish(reads)
+        return merged, False
+
+    def _finish(self, reads: dict) -> None:
+        self.store._fold(reads["folds"])
+        self.store._settle(reads["displaced"])
+
+    def fold(self, session_id: str) -> list[Path]:
+        """Write the session merged with its copies (rebuilding a missing view) and move the copies to
+        backups/."""
+        self.store._writable()
+        with self.store.lock():
+            for _ in range(MAX_REDO):
+                current, _, reads = self._read(session_id)
+                if current is None:
+                    return []
+                view_raw = reads["view"].raw if reads["view"] is not None else None
+                if reads["folds"] and current is not None:
+                    # the copies' content must live in this host's version before they are filed away
+                    own_raw = reads["own"].raw if reads["own"] is not None else None
+                    stamp = self.store._next_stamp(current.stamp)
+                    mine = current.evolve(stamp=stamp, host=self.store.host)
+                    self.fs.makedirs(self.own_path(session_id).parent)
+                    if publish(self.fs, self.own_path(session_id), _render(mine), own_raw).redo:
+                        continue
+                    current = mine
+                if publish(self.fs, self.view_path(session_id), _render(current), view_raw).redo:
+                    continue
+                return self.store._fold(reads["folds"])
+            return []
+
+
+def _render(state: SessionState) -> bytes:
+    return dumps_canonical(state.to_json(), expand=1).encode()
+
 
 def _same_content(a: SessionState, b: SessionState) -> bool:
     strip = lambda s: {k: v for k, v in s.to_json().items() if k not in ("hlc", "host")}  # noqa: E731

@@ -1,40 +1,42 @@
-"""The state store: read-merge-write operations on the shared state directory.
+"""The state store: read → plan → apply on the shared state directory, redone when it loses a race.
 
 Layout of ``$LETTA_HOME/.letta/claude/``::
 
-    conversations.json     merged view, upstream-readable: {session_id: {conversationId, agentId, hlc, host}}
-    hosts/<host>.json      this host's shard: everything it knows (entries, tombstones, settings)
-    session-<id>.json      one session's cursor and caches (upstream's format + host, hlc)
-    quarantine/            bytes of files that did not parse, set aside, never lost
+    conversations.json            merged view, upstream-readable: {session_id: {conversationId, agentId, hlc, host}}
+    session-<id>.json             one session's merged state, upstream-readable (upstream's format + host, hlc)
+    hosts/<host>.json             this host's shard: its entries, tombstones and settings
+    hosts/<host>/session-<id>.json  this host's version of a session
+    quarantine/, backups/         bytes set aside, conflict copies folded — kept, never deleted
 
-Every host writes only its own shard, so hosts writing one directory at once (NFS, SMB, several
-simulated hosts) cannot lose each other's entries; ``conversations.json`` is written by everyone but is
-only a view that any host regenerates from the union of all shards (and which is read as one more
-source, for upstream-written and legacy entries). The processes of one host are serialised by the
-host lock; a write reads everything, merges its change in, and writes atomically.
+No lock can span hosts, and none is needed: every host writes only its own shard files (its processes
+take the machine-local host lock), and every reader merges all shards. The two views are written by
+everyone — other hosts, sync engines, upstream's plugin — so they are published with
+:func:`~subconscious.state.publish.publish`, which never throws away a version it did not merge: a
+write that finds someone else's version there is redone with it as one more source. A view is
+therefore never the only place a write of ours lives; what upstream writes into it is adopted (and
+stamped) into the next writer's shard.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import logging
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
 from . import copies
-from .conflicts import ConflictCopy, classify, is_original
 from .clock import ZERO, Stamp, tick, wall_ms
-from .files import Problem, atomic_write, ensure_dir, read_json, set_aside
+from .conflicts import ConflictCopy, classify, is_original
+from .files import Problem
+from .fs import FS, REAL
 from .ids import check_session_id, is_host_id, is_session_id
-from .locks import DEFAULT_TIMEOUT, host_lock
-from .merge import (
-    max_stamp,
-    merge_maps,
-    merge_raw,
-    prune_raw_tombstones,
-)
+from .locks import DEFAULT_TIMEOUT
+from .merge import max_stamp, merge_maps, merge_raw
+from .plan import FLOOR_SETTING, below_floor, plan_conversations, view_versions
+from .publish import DISPLACED, displaced_names, publish, settle_displaced
 from .records import (
     Conversation,
     Record,
@@ -47,15 +49,20 @@ from .records import (
     raw_stamp,
 )
 from .sessions import SessionFiles, session_file_name
+from .sources import Read, Reader, Source, _short, copy_source
+from .textforms import TEMP_PREFIX, dumps_canonical
 
 __all__ = ["Snapshot", "ShardInfo", "Store", "StoreError", "open_store", "session_file_name"]
-from .textforms import TEMP_PREFIX, dumps_canonical
 
 CONVERSATIONS = "conversations.json"
 HOSTS = "hosts"
+BACKUPS = "backups"
 SHARD_FORMAT = 1
 DAY_MS = 86_400_000
 TOMBSTONE_RETENTION_MS = 90 * DAY_MS
+MAX_REDO = 16
+
+log = logging.getLogger("subconscious")
 
 
 class StoreError(RuntimeError):
@@ -100,20 +107,32 @@ class Snapshot:
         return None if value is None or value.get("deleted") is True else parse_record(value)  # type: ignore[return-value]
 
 
-def _weak(copy) -> bool:
-    return copy is not None and copy.weak
-
-
 @dataclass
 class _Read:
+    """One read of everything the conversations map lives in."""
+
     snap: Snapshot
     own_convs: dict[str, dict]
     own_settings: dict[str, Setting]
     shard_convs: dict[str, dict]  # the real shards' merged conversations
     shard_settings: dict[str, Setting]
+    own_raw: bytes | None = None  # this host's shard as read (what a publish expects)
+    view_raw: bytes | None = None
+    sources: list[dict[str, dict]] = field(default_factory=list)  # every map read (for pruning)
+    shard_clocks: list[Stamp] = field(default_factory=list)
+    displaced: list[Read] = field(default_factory=list)
+    folds: list[Read] = field(default_factory=list)  # conflict copies to fold once merged
 
 
-class Store(SessionFiles):
+def floor_of(settings: dict[str, Setting]) -> Stamp:
+    record = settings.get(FLOOR_SETTING)
+    try:
+        return Stamp.decode(record.value) if record is not None else ZERO
+    except ValueError:
+        return ZERO
+
+
+class Store:
     def __init__(
         self,
         home: Path,
@@ -126,6 +145,7 @@ class Store(SessionFiles):
         now: Callable[[], int] = wall_ms,
         retention_ms: int = TOMBSTONE_RETENTION_MS,
         read_only: bool = False,
+        fs: FS = REAL,
     ):
         self.home = Path(home)
         self.host = host
@@ -135,6 +155,9 @@ class Store(SessionFiles):
         self.now = now
         self.retention_ms = retention_ms
         self.read_only = read_only  # report problems without setting anything aside; refuse writes
+        self.fs = fs
+        self.reader = Reader(fs, self.home, host, keep=not read_only)
+        self.session_files = SessionFiles(self)
 
     # ------------------------------------------------------------------ paths
 
@@ -145,23 +168,14 @@ class Store(SessionFiles):
     def shard_path(self, host: str | None = None) -> Path:
         return self.home / HOSTS / f"{host or self.host}.json"
 
-    def _aside(self, path: Path, raw: bytes, kind: str) -> str | None:
-        return None if self.read_only else str(set_aside(path, raw, kind, self.home, self.host))
-
-    def _read_json(self, path: Path, copy=None):
-        """Read one source; a weak-named copy is read without setting anything aside (it may not be
-        ours at all)."""
-        return read_json(path, root=self.home, host=self.host, keep=not self.read_only and not _weak(copy))
-
     def lock(self):
-        return host_lock(self.locks_dir, self.host, self.lock_timeout)
+        return self.fs.lock(self.locks_dir, self.host, self.lock_timeout)
 
     # ------------------------------------------------------------------ reading
 
-    def _parse_map(self, path: Path, raw_map: Any, parse, problems: list[Problem], raw: bytes, what: str, copy=None) -> dict:
-        aside = (lambda *a: None) if _weak(copy) else self._aside
+    def _parse_map(self, read: Read, raw_map: Any, parse, what: str) -> dict:
         if not isinstance(raw_map, dict):
-            problems.append(Problem("wrong-type", str(path), f"{what} is not a JSON object", aside(path, raw, "wrong-type")))
+            self.reader.wrong(read, "wrong-type", f"{what} is not a JSON object")
             return {}
         out, bad = {}, []
         for key, value in raw_map.items():
@@ -169,113 +183,149 @@ class Store(SessionFiles):
                 if what == "conversations" and not is_session_id(key):
                     raise RecordError("not a valid session id")
                 out[key] = parse(value)
-            except RecordError as exc:
-                bad.append(f"{key[:60]!r}: {exc}")
+            except (RecordError, ValueError, TypeError) as exc:
+                bad.append(f"{str(key)[:60]!r}: {exc}")
         if bad:
-            kept = aside(path, raw, "invalid-entry")
             more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
-            problems.append(
-                Problem("invalid-entry", str(path), f"skipped {len(bad)} invalid {what} entries: "
-                        + "; ".join(bad[:3]) + more, kept)
-            )
+            self.reader.wrong(read, "invalid-entry", f"skipped {len(bad)} invalid {what} entries: "
+                              + "; ".join(bad[:3]) + more)
         return out
 
-    def _shard_paths(self) -> list[Path]:
-        try:
-            names = sorted(p for p in (self.home / HOSTS).iterdir() if p.suffix == ".json")
-        except FileNotFoundError:
-            return []
-        return [p for p in names if is_host_id(p.stem) and is_original(p.name, where="hosts")]
+    def _shard_names(self, names: list[str]) -> list[str]:
+        return sorted(n for n in names if n.endswith(".json") and is_host_id(n[:-5]) and is_original(n, where="hosts"))
 
     def read(self) -> Snapshot:
-        """Merge the view and every host's shard. Takes no lock (all files are replaced atomically)."""
+        """Merge the view and every host's shard. Takes no lock."""
         return self._read().snap
 
-    def _read(self) -> "_Read":
+    def _accept(self, got: _Read, read: Read, ok: bool) -> bool:
+        """Record what reading one source found. A weak-name copy whose content is not ours is ignored
+        altogether (it is some other file that happens to look like a copy)."""
+        if read.source.weak and (read.problems or not ok):
+            return False
+        got.snap.problems += read.problems
+        return True
+
+    def _read_shard(self, got: _Read, source: Source) -> list[tuple[dict, dict, dict]]:
+        read = self.reader.read(source)
+        out = []
+        for value in read.values:
+            owner = source.owner
+            if not isinstance(value, dict) or (source.weak and value.get("host") != owner):
+                self.reader.wrong(read, "wrong-type", "not a shard of ours")
+                continue
+            convs = self._parse_map(read, value.get("conversations", {}), normalize_record, "conversations")
+            sets = self._parse_map(read, value.get("settings", {}), parse_setting, "settings")
+            out.append((convs, sets, value))
+        if not self._accept(got, read, bool(out)):
+            return []
+        if source.kind == "shard" and source.owner == self.host:
+            got.own_raw = read.raw
+        if source.foldable and read.raw:
+            got.folds.append(read)
+            got.snap.copies.append(copies.Found(source.path, source.copy, read.raw))
+        if source.kind == "displaced" and read.raw is not None:
+            got.displaced.append(read)
+        return out
+
+    def _read_view(self, got: _Read, source: Source, shard_maps: dict[str, dict], from_shards: dict,
+                   floor: Stamp) -> dict[str, dict]:
+        read = self.reader.read(source)
+        merged: dict[str, dict] = {}
+        maps = []
+        for value in read.values:
+            if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
+                value = {k: v for k, v in value.items() if from_shards.get(k) != v}
+            maps.append(self._parse_map(read, value, normalize_record, "conversations"))
+        if not self._accept(got, read, bool(maps) or not read.values):
+            return {}
+        for m in maps:
+            if source.upstream_writable:
+                m = view_versions(m, shard_maps, from_shards)
+            merged = merge_raw([merged, below_floor(m, floor, keep_unstamped=source.upstream_writable)])
+        if source.kind == "view":
+            got.view_raw = read.raw
+        elif source.kind == "displaced" and read.raw is not None:
+            got.displaced.append(read)
+        elif source.foldable and read.raw:
+            got.folds.append(read)
+            got.snap.copies.append(copies.Found(source.path, source.copy, read.raw))
+        got.sources.append(merged)
+        return merged
+
+    def _names_host(self, path: Path, original: str) -> bool:
+        """Does the shard file at ``path`` say it belongs to the host of ``original`` (``<host>.json``)?"""
+        got = self.fs.read(path)
+        try:
+            value = json.loads(got.data) if got.ok else None
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(value, dict) and value.get("host") == original[: -len(".json")]
+
+    def _read(self) -> _Read:
         """The merged snapshot, this host's own shard, and what the real shards alone say (so a
         writer can adopt versions that live only in the view or in conflict copies)."""
-        snap = Snapshot()
-        shard_convs: list[dict[str, dict]] = []
-        shard_sets: list[dict[str, Setting]] = []
-        extra_convs: list[dict[str, dict]] = []
-        extra_sets: list[dict[str, Setting]] = []
-        own_convs: dict[str, dict] = {}
-        own_settings: dict[str, Setting] = {}
-        host_names = copies.listdir(self.home / HOSTS)
+        got = _Read(Snapshot(), {}, {}, {}, {})
+        snap = got.snap
+        hosts_dir = self.home / HOSTS
+        host_names = self.fs.listdir(hosts_dir)
         host_copies = [c for c in copies.find(host_names, "hosts", include_ambiguous=True)
-                       if not c.ambiguous or self._names_host(self.home / HOSTS / c.name, c.original)]
+                       if not c.ambiguous or self._names_host(hosts_dir / c.name, c.original)]
         copy_names = {c.name for c in host_copies}
-        for path in self._shard_paths():
-            if path.name in copy_names:  # e.g. OneDrive's "<host>-<PC>.json" holding <host>'s shard
+        shard_maps: dict[str, dict] = {}
+        shard_sets: list[dict[str, Setting]] = []
+        extra_shards: list[tuple[Source, list]] = []
+        for name in self._shard_names(host_names):
+            if name in copy_names:  # e.g. OneDrive's "<host>-<PC>.json" holding <host>'s shard
                 continue
-            for convs, sets, value in self._read_shard(path, snap):
-                shard_convs.append(convs)
+            host = name[:-5]
+            for convs, sets, value in self._read_shard(got, Source(hosts_dir / name, "shard", owner=host)):
+                shard_maps[host] = merge_raw([shard_maps.get(host, {}), convs])
                 shard_sets.append(sets)
-                snap.shards[path.stem] = self._shard_info(path.stem, value, len(convs))
-                if path.stem == self.host:
-                    own_convs = merge_raw([own_convs, convs])
-                    own_settings = merge_maps([own_settings, sets])
+                info = self._shard_info(host, value, len(convs))
+                snap.shards[host] = info
+                got.shard_clocks.append(info.clock)
+                if host == self.host:
+                    got.own_convs = merge_raw([got.own_convs, convs])
+                    got.own_settings = merge_maps([got.own_settings, sets])
         for copy in host_copies:
-            for convs, sets, _ in self._read_shard(self.home / HOSTS / copy.name, snap, copy):
-                extra_convs.append(convs)
-                extra_sets.append(sets)
-        from_shards = merge_raw(shard_convs)
-        view_copies = copies.find(copies.listdir(self.home), "root", CONVERSATIONS)
-        for path, copy in [(self.view_path, None), *((self.home / c.name, c) for c in view_copies)]:
-            extra_convs += self._read_view(path, snap, from_shards, copy)
-        snap.raw = merge_raw([from_shards, *extra_convs])
-        shard_settings = merge_maps(shard_sets)
-        snap.settings = merge_maps([shard_settings, *extra_sets])
+            source = copy_source(hosts_dir / copy.name, copy, copy.original[:-5])
+            extra_shards.append((source, self._read_shard(got, source)))
+        for name in host_names:
+            if name.startswith(DISPLACED) and name[len(DISPLACED):].split(".json-")[0] + ".json" in host_names:
+                owner = name[len(DISPLACED):].split(".json-")[0]
+                source = Source(hosts_dir / name, "displaced", owner=owner)
+                extra_shards.append((source, self._read_shard(got, source)))
+        from_shards = merge_raw(shard_maps.values())
+        got.shard_settings = merge_maps(shard_sets)
+        extra_sets = [sets for _, found in extra_shards for _, sets, _ in found]
+        snap.settings = merge_maps([got.shard_settings, *extra_sets])
+        floor = floor_of(snap.settings)
+        # a shard that has not written since the floor was set (restored, or back from retirement)
+        # cannot bring back what was deleted before it
+        stale = [h for h, info in snap.shards.items() if info.clock < floor]
+        for host in stale:
+            shard_maps[host] = below_floor(shard_maps[host], floor, keep_unstamped=False)
+        if stale:
+            from_shards = merge_raw(shard_maps.values())
+        got.sources = list(shard_maps.values())
+        extras = [below_floor(convs, floor, keep_unstamped=False)
+                  for _, found in extra_shards for convs, _, _ in found]
+        got.sources += extras
+        names = self.fs.listdir(self.home)
+        view_sources = [Source(self.view_path, "view")]
+        view_sources += [Source(self.home / n, "displaced") for n in displaced_names(names, CONVERSATIONS)]
+        view_sources += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", CONVERSATIONS)]
+        for source in view_sources:
+            extras.append(self._read_view(got, source, shard_maps, from_shards, floor))
+        snap.raw = merge_raw([from_shards, *extras])
+        got.shard_convs = from_shards
         snap.newest = max(
             max(map(raw_stamp, snap.raw.values()), default=ZERO),
             max_stamp(snap.settings.values()),
             max((s.clock for s in snap.shards.values()), default=ZERO),
         )
-        return _Read(snap, own_convs, own_settings, from_shards, shard_settings)
-
-    def _accept(self, snap: Snapshot, path: Path, copy, raw: bytes, problems: list[Problem], ok: bool) -> bool:
-        """Record what reading one source found. A weak-name copy whose content is not ours is
-        ignored altogether (it is some other file that happens to look like a copy)."""
-        if copy is not None and copy.weak and (problems or not ok):
-            return False
-        snap.problems += problems
-        if copy is not None and raw:
-            snap.copies.append(copies.Found(path, copy, raw))
-        return True
-
-    @staticmethod
-    def _names_host(path: Path, original: str) -> bool:
-        """Does the shard file at ``path`` say it belongs to the host of ``original`` (``<host>.json``)?"""
-        try:
-            value = json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            return False
-        return isinstance(value, dict) and value.get("host") == original[: -len(".json")]
-
-    def _read_shard(self, path: Path, snap: Snapshot, copy=None) -> list[tuple[dict, dict, dict]]:
-        result = self._read_json(path, copy)
-        problems = list(result.problems)
-        out = []
-        for value in result.values:
-            owner = copy.original[: -len(".json")] if copy is not None else path.stem
-            if not isinstance(value, dict) or (copy is not None and copy.weak and value.get("host") != owner):
-                kept = None if _weak(copy) else self._aside(path, result.raw, "wrong-type")
-                problems.append(Problem("wrong-type", str(path), "not a shard of ours", kept))
-                continue
-            convs = self._parse_map(path, value.get("conversations", {}), normalize_record, problems, result.raw, "conversations", copy)
-            sets = self._parse_map(path, value.get("settings", {}), parse_setting, problems, result.raw, "settings", copy)
-            out.append((convs, sets, value))
-        return out if self._accept(snap, path, copy, result.raw, problems, bool(out)) else []
-
-    def _read_view(self, path: Path, snap: Snapshot, from_shards: dict, copy=None) -> list[dict]:
-        result = self._read_json(path, copy)
-        problems = list(result.problems)
-        out = []
-        for value in result.values:
-            if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
-                value = {k: v for k, v in value.items() if from_shards.get(k) != v}
-            out.append(self._parse_map(path, value, normalize_record, problems, result.raw, "conversations", copy))
-        return out if self._accept(snap, path, copy, result.raw, problems, bool(out)) else []
+        return got
 
     @staticmethod
     def _shard_info(host: str, value: dict, entries: int) -> ShardInfo:
@@ -308,12 +358,14 @@ class Store(SessionFiles):
     def _next_stamp(self, seen: Stamp) -> Stamp:
         """Issue a stamp (call under the host lock). Persisted so it never repeats or goes back."""
         path = self._clock_path()
+        got = self.fs.read(path)
         try:
-            previous = Stamp.decode(json.loads(path.read_text())["hlc"])
-        except (OSError, ValueError, KeyError, TypeError):
+            previous = Stamp.decode(json.loads(got.data)["hlc"]) if got.ok else ZERO
+        except (ValueError, KeyError, TypeError, RecursionError):
             previous = ZERO
         stamp = tick(previous, self.now(), seen)
-        atomic_write(path, json.dumps({"hlc": stamp.encode()}) + "\n", durable=False)
+        self.fs.makedirs(self.clocks_dir)
+        self.fs.write_atomic(path, (json.dumps({"hlc": stamp.encode()}) + "\n").encode(), durable=False)
         return stamp
 
     # ------------------------------------------------------------------ writing conversations
@@ -323,53 +375,98 @@ class Store(SessionFiles):
             raise StoreError("this store was opened read-only")
 
     def _write(self, change: Callable[[Stamp], tuple[dict[str, Record], dict[str, Setting]]]) -> Snapshot:
-        """Read everything, merge ``change`` in, write this host's shard and the view (under the lock).
-
-        The shard holds this host's own writes, plus legacy entries it upgraded (so they survive
-        even if the view is replaced); the view holds every live entry of the merged whole.
-        """
+        """Read everything, plan, publish this host's shard and then the view (under the host lock);
+        redone from a fresh read whenever a publish finds a version it did not merge."""
         self._writable()
         with self.lock():
-            got = self._read()
-            snap = got.snap
-            own = snap.shards.get(self.host)
-            if own is not None and own.format > SHARD_FORMAT:
-                raise StoreError(
-                    f"{self.shard_path()} was written by a newer subconscious (format {own.format}); "
-                    "upgrade subconscious on this machine"
-                )
-            stamp = self._next_stamp(snap.newest)
-            conv_change, setting_change = change(stamp)
-            raw_change = {k: r.to_json() for k, r in conv_change.items()}
-            # every winning version must live in some shard: adopt those found only in the view
-            # (legacy, upstream-written) or in conflict copies, so they survive folding and races
-            adopt = {k: v for k, v in snap.raw.items() if got.shard_convs.get(k) != v}
-            adopt_sets = {k: v for k, v in snap.settings.items() if got.shard_settings.get(k) != v}
-            now = self.now()
-            merged = prune_raw_tombstones(merge_raw([snap.raw, raw_change]), now, self.retention_ms)
-            settings = merge_maps([snap.settings, setting_change])
-            # this shard: the merged winner of every key it held, adopted or changed — so shards converge
-            # too, a resolved race does not linger as two hosts' versions, and a pruned key leaves it
-            own_keys = got.own_convs.keys() | adopt.keys() | raw_change.keys()
-            own_convs = {k: merged[k] for k in own_keys if k in merged}
-            own_settings = {k: settings[k] for k in got.own_settings.keys() | adopt_sets.keys() | setting_change.keys()}
-            snap = Snapshot(merged, settings, snap.shards, snap.problems, max(snap.newest, stamp), snap.copies)
-            shard = {
-                "format": SHARD_FORMAT,
-                "host": self.host,
-                "name": self.host_name,
-                "clock": stamp.encode(),
-                "written": now,
-                "conversations": own_convs,
-                "settings": {k: v.to_json() for k, v in own_settings.items()},
-            }
-            ensure_dir(self.home / HOSTS)
-            atomic_write(self.shard_path(), dumps_canonical(shard, expand=2))
-            snap.shards[self.host] = self._shard_info(self.host, shard, len(own_convs))
-            live = {k: v for k, v in merged.items() if v.get("deleted") is not True}
-            atomic_write(self.view_path, dumps_canonical(live, expand=1))
-            copies.fold(snap.copies, self.home, self.host)  # their content is durably in our shard now
+            for attempt in range(MAX_REDO):
+                snap, redo = self._write_once(change)
+                if not redo:
+                    return snap
+            log.warning("state: %s kept changing while this host wrote it (%d tries); this host's shard "
+                        "holds the write, the view catches up on the next write", self.view_path, MAX_REDO)
             return snap
+
+    def _write_once(self, change) -> tuple[Snapshot, bool]:
+        got = self._read()
+        snap = got.snap
+        own = snap.shards.get(self.host)
+        if own is not None and own.format > SHARD_FORMAT:
+            raise StoreError(
+                f"{self.shard_path()} was written by a newer subconscious (format {own.format}); "
+                "upgrade subconscious on this machine"
+            )
+        stamp = self._next_stamp(snap.newest)
+        conv_change, setting_change = change(stamp)
+        now = self.now()
+        plan = plan_conversations(
+            winners=snap.raw, shard_winners=got.shard_convs, own=got.own_convs,
+            change={k: r.to_json() for k, r in conv_change.items()}, stamp=stamp, host=self.host,
+            sources=got.sources, shard_clocks=got.shard_clocks, now_ms=now, retention_ms=self.retention_ms,
+        )
+        if plan.pruned:
+            floor = max([floor_of(snap.settings), *plan.pruned.values()])
+            setting_change = {**setting_change, FLOOR_SETTING: Setting(floor.encode(), stamp, self.host)}
+        adopt_sets = {k: v for k, v in snap.settings.items() if got.shard_settings.get(k) != v}
+        settings = merge_maps([snap.settings, setting_change])
+        own_settings = {k: settings[k] for k in got.own_settings.keys() | adopt_sets.keys() | setting_change.keys()}
+        shard = {
+            "format": SHARD_FORMAT,
+            "host": self.host,
+            "name": self.host_name,
+            "clock": stamp.encode(),
+            "written": now,
+            "conversations": plan.own,
+            "settings": {k: v.to_json() for k, v in own_settings.items()},
+        }
+        self.fs.makedirs(self.home / HOSTS)
+        result = Snapshot(plan.merged, settings, dict(snap.shards), snap.problems, max(snap.newest, stamp), snap.copies)
+        result.shards[self.host] = self._shard_info(self.host, shard, len(plan.own))
+        out = publish(self.fs, self.shard_path(), dumps_canonical(shard, expand=2).encode(), got.own_raw)
+        if out.redo:
+            return result, True
+        out = publish(self.fs, self.view_path, dumps_canonical(plan.view, expand=1).encode(), got.view_raw)
+        if out.redo:
+            return result, True
+        # everything read is durably in this host's shard now
+        self._fold(got.folds)
+        self._settle(got.displaced)
+        return result, False
+
+    def _settle(self, displaced: list[Read]) -> None:
+        by_dir: dict[Path, dict[str, bytes]] = {}
+        for read in displaced:
+            if read.raw is not None:
+                by_dir.setdefault(read.source.path.parent, {})[read.source.path.name] = read.raw
+        for directory, merged in by_dir.items():
+            settle_displaced(self.fs, directory, sorted(merged), merged)
+
+    def _fold(self, found: list[Read]) -> list[Path]:
+        """Move conflict copies whose content is now part of the merged state into
+        ``backups/<date>/<host>/``: moved first, then checked, so a copy rewritten meanwhile is put
+        back to be merged next time, never filed away unmerged."""
+        moved: list[Path] = []
+        if not found:
+            return moved
+        target_dir = self.home / BACKUPS / time.strftime("%Y-%m-%d", time.gmtime()) / self.host
+        self.fs.makedirs(target_dir)
+        for read in found:
+            path = read.source.path
+            name = path.name if path.parent == self.home else f"{path.parent.name}__{path.name}"
+            target = target_dir / _short(name, "")
+            if self.fs.read(target).status != "missing":
+                target = target_dir / _short(name, f".{time.time_ns()}")
+            if not self.fs.rename(path, target):
+                continue  # another host folded it first
+            got = self.fs.read(target)
+            if got.ok and got.data == read.raw:
+                moved.append(target)
+            elif self.fs.link(target, path):  # it changed between our read and the move
+                self.fs.unlink(target)
+            else:
+                log.warning("state: %s changed while it was folded and its name is taken again; "
+                            "its bytes are kept in %s", path, target)
+        return moved
 
     def put_conversation(self, session_id: str, conversation_id: str, agent_id: str | None) -> Conversation:
         check_session_id(session_id)
@@ -383,7 +480,7 @@ class Store(SessionFiles):
             return {session_id: entry}, {}
 
         self._write(change)
-        return made[0]
+        return made[-1]
 
     def delete_conversation(self, session_id: str) -> None:
         check_session_id(session_id)
@@ -404,43 +501,69 @@ class Store(SessionFiles):
         """Fold every conflict copy in the home (the watcher's and ``doctor --fix``'s job)."""
         before = self.read().copies
         self.refresh()
-        names = copies.listdir(self.home)
+        names = self.fs.listdir(self.home)
         sessions = {c.original for c in copies.find(names, "root") if c.original != CONVERSATIONS}
         listing = frozenset(names)
         for name in copies.ambiguous_copies(names):  # OneDrive's session-<id>-<PC>.json is also a valid name
             found = classify(name, listing, where="root", include_ambiguous=True)
             if isinstance(found, ConflictCopy):
                 sessions.add(found.original)
+        for name in names:
+            if name.startswith(DISPLACED) and name.endswith(tuple("0123456789abcdef")):
+                sessions.add(name[len(DISPLACED):].rsplit("-", 1)[0])
+        sids = {n[len("session-"):-len(".json")] for n in sessions if n.startswith("session-") and n.endswith(".json")}
+        sids |= set(self.session_files.ids_without_view(names))
         folded_sessions = 0
-        for name in sorted(sessions):
-            sid = name[len("session-") : -len(".json")]
+        for sid in sorted(sids):
             if is_session_id(sid):
                 folded_sessions += len(self.fold_session(sid))
         return {"conversations": len(before), "sessions": folded_sessions}
 
     def sweep_temp(self, max_age_s: float = 600.0) -> list[Path]:
-        """Delete our atomic-write temp files older than ``max_age_s`` (orphans of killed writers)."""
-        import time
-
+        """Delete our atomic-write temp files older than ``max_age_s`` (orphans of killed writers).
+        Displaced versions are sources, not orphans: they go only once merged (see :mod:`.publish`)."""
         removed = []
-        horizon = time.time() - max_age_s
-        for directory in (self.home, self.home / HOSTS):
-            try:
-                entries = list(os.scandir(directory))
-            except FileNotFoundError:
-                continue
-            for entry in entries:
-                if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
-                    try:
-                        if entry.stat(follow_symlinks=False).st_mtime <= horizon:
-                            os.unlink(entry.path)
-                            removed.append(Path(entry.path))
-                    except FileNotFoundError:
-                        pass
+        horizon = self.fs.now() - max_age_s
+        dirs = [self.home, self.home / HOSTS]
+        dirs += [self.home / HOSTS / n for n in self.fs.listdir(self.home / HOSTS) if is_host_id(n) and not n.endswith(".json")]
+        for directory in dirs:
+            for name in self.fs.listdir(directory):
+                if not name.startswith(TEMP_PREFIX) or name.startswith(DISPLACED):
+                    continue
+                path = directory / name
+                mtime = self.fs.mtime(path)
+                if mtime is not None and mtime <= horizon and self.fs.read(path).status in ("ok", "missing"):
+                    if self.fs.unlink(path):
+                        removed.append(path)
         return removed
+
+    # ------------------------------------------------------------------ sessions (composed)
+
+    def session_path(self, session_id: str) -> Path:
+        return self.home / session_file_name(session_id)
+
+    def session_ids(self, names: list[str] | None = None) -> list[str]:
+        return self.session_files.ids(names)
+
+    def sessions(self):
+        return self.session_files.all()
+
+    def _read_session(self, session_id: str, names: list[str] | None = None):
+        return self.session_files.read(session_id, names)
+
+    def session(self, session_id: str):
+        return self.session_files.read(session_id)[0]
+
+    def session_problems(self, session_id: str) -> list[Problem]:
+        return self.session_files.read(session_id)[1]
+
+    def update_session(self, session_id: str, change):
+        return self.session_files.update(session_id, change)
+
+    def fold_session(self, session_id: str) -> list[Path]:
+        return self.session_files.fold(session_id)
+
 
 def open_store(home: Path, host: str, local_root: Path, **kw: Any) -> Store:
     """A store for ``home`` with machine-local locks and clocks under ``local_root``."""
     return Store(home, host, Path(local_root) / "locks", Path(local_root) / "clocks", **kw)
-
-

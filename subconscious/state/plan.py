@@ -1,0 +1,147 @@
+"""Pure: what the sources say, and what a write must put where.
+
+The store reads every source (:mod:`.sources`), hands the parsed maps to these functions and applies
+the result. Nothing here touches a file, so every rule is property-tested on its own:
+
+- :func:`view_versions` — a version in a view (``conversations.json``, where upstream writes) that is
+  not what we wrote counts as upstream's newer write: it gets a stamp just above the version it
+  replaced, so it beats that version and loses to any later write of anyone;
+- :func:`below_floor` — once tombstones are pruned, versions older than the prune floor that come
+  from anything but a live shard (a conflict copy, a restored backup, a stale shard) are ignored, so a
+  delete stays a delete;
+- :func:`plan_conversations` — the merged whole, this host's new shard and the new view;
+- :func:`prunable` — which tombstones may go: old enough, every shard has written since, and no
+  source still holds a live version of the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .clock import ZERO, Stamp, tick
+from .merge import merge_raw
+from .records import LEGACY_HOST, raw_stamp
+
+FLOOR_SETTING = "tombstone-floor"
+
+_META = ("hlc", "host")
+
+
+def content(value: Mapping) -> dict:
+    return {k: v for k, v in value.items() if k not in _META}
+
+
+def _unstamped(value: Mapping) -> bool:
+    return value.get("hlc") == "0:0" and value.get("host") == LEGACY_HOST
+
+
+def bumped(value: Mapping, above: Stamp) -> dict:
+    """``value`` restamped just above ``above`` (as nobody: the first writer that sees it stamps it)."""
+    out = dict(value)
+    out["hlc"] = tick(above, 0).encode()
+    out["host"] = LEGACY_HOST
+    return out
+
+
+def view_versions(view: Mapping[str, dict], shards: Mapping[str, Mapping[str, dict]],
+                  winners: Mapping[str, dict]) -> dict[str, dict]:
+    """The versions a view contributes, given every shard's map (host → key → normalized value) and the
+    shards' merged winners.
+
+    - equal to the winner: nothing new;
+    - unstamped (upstream writes ``{conversationId, agentId}``) and different from the winner: a newer
+      write than the winner (upstream re-created the entry); with no winner: a legacy entry;
+    - stamped like a version of ours (same key, host and stamp) but with other content: upstream
+      edited our entry in place — newer than it;
+    - otherwise (our own version, possibly stale): ordered as it is.
+    """
+    out: dict[str, dict] = {}
+    for key, value in view.items():
+        won = winners.get(key)
+        if won is not None and (value is won or value == won):
+            continue
+        if _unstamped(value):
+            if won is None:
+                out[key] = value
+            elif content(value) != content(won):
+                out[key] = bumped(value, raw_stamp(won))
+            continue
+        mine = shards.get(value.get("host", ""), {}).get(key)
+        if mine is not None and mine.get("hlc") == value.get("hlc") and content(mine) != content(value):
+            above = max(raw_stamp(mine), raw_stamp(won)) if won is not None else raw_stamp(mine)
+            out[key] = bumped(value, above)
+            continue
+        out[key] = value
+    return out
+
+
+def below_floor(values: Mapping[str, dict], floor: Stamp, *, keep_unstamped: bool) -> dict[str, dict]:
+    """``values`` without the versions older than the prune floor (kept: unstamped view entries, which
+    are upstream's writes, when ``keep_unstamped``)."""
+    if floor == ZERO:
+        return dict(values)
+    return {k: v for k, v in values.items()
+            if raw_stamp(v) >= floor or (keep_unstamped and _unstamped(v))}
+
+
+def prunable(merged: Mapping[str, dict], sources: list[Mapping[str, dict]], shard_clocks: list[Stamp],
+             now_ms: int, retention_ms: int) -> dict[str, Stamp]:
+    """Tombstones that may be dropped (key → stamp): older than the retention window, every shard has
+    written after them, and no source holds a live version of the key."""
+    horizon = now_ms - retention_ms
+    oldest_clock = min(shard_clocks, default=ZERO)
+    out = {}
+    for key, value in merged.items():
+        if value.get("deleted") is not True:
+            continue
+        stamp = raw_stamp(value)
+        if stamp.wall >= horizon or oldest_clock < stamp:
+            continue
+        if any((v := s.get(key)) is not None and v.get("deleted") is not True for s in sources):
+            continue
+        out[key] = stamp
+    return out
+
+
+@dataclass
+class ConversationPlan:
+    merged: dict[str, dict]  # every key's winner (tombstones included, pruned ones gone)
+    own: dict[str, dict]  # this host's new shard map
+    view: dict[str, dict]  # the new conversations.json (live entries)
+    pruned: dict[str, Stamp]
+
+
+def plan_conversations(
+    *,
+    winners: Mapping[str, dict],
+    shard_winners: Mapping[str, dict],
+    own: Mapping[str, dict],
+    change: Mapping[str, dict],
+    stamp: Stamp,
+    host: str,
+    sources: list[Mapping[str, dict]],
+    shard_clocks: list[Stamp],
+    now_ms: int,
+    retention_ms: int,
+) -> ConversationPlan:
+    """The write: ``winners`` (everything merged), ``shard_winners`` (what the real shards alone say),
+    this host's current shard map ``own`` and its ``change`` (already stamped ``stamp``).
+
+    Every winning version must live in some shard, so versions found only in a view or a copy are
+    adopted into this host's shard; those that nobody stamped yet (legacy, upstream's) are stamped now.
+    This shard takes the merged winner of every key it holds, so shards converge too.
+    """
+    adopt = {}
+    for key, value in winners.items():
+        if shard_winners.get(key) == value:
+            continue
+        adopt[key] = dict(value, hlc=stamp.encode(), host=host) if value.get("host") == LEGACY_HOST else value
+    merged = merge_raw([winners, adopt, change])
+    pruned = prunable(merged, sources, shard_clocks, now_ms, retention_ms)
+    for key in pruned:
+        del merged[key]
+    keys = own.keys() | adopt.keys() | change.keys()
+    own_new = {k: merged[k] for k in keys if k in merged}
+    view = {k: v for k, v in merged.items() if v.get("deleted") is not True}
+    return ConversationPlan(merged, own_new, view, pruned)

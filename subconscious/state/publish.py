@@ -1,0 +1,141 @@
+"""Publishing a file that other writers share, without ever discarding a version nobody merged.
+
+``conversations.json`` and ``session-<id>.json`` are written by every host of ours, by sync engines
+(a newer version renamed in) and by upstream's plugin (in place: open with truncate, then write). No
+lock spans them. A plain rename over the file would throw away whatever landed between our read and
+our rename, so :func:`publish` works like this:
+
+1. compare the file with the bytes the caller based its write on; if it changed, publish nothing and
+   tell the caller to redo its operation (the cheap check that settles almost every race);
+2. put the new bytes in a temp file and swap it with the file atomically (``FS.exchange``), or, where
+   no file exists, give the temp file the name only if it is still free (``FS.link``);
+3. read what was displaced: if it is exactly what the caller based its write on, it is removed;
+   otherwise (someone wrote in between, or an in-place writer truncated it and is still writing) it
+   is kept as a *displaced* file (``.subconscious-tmp-displaced-<name>-<token>``), a source that every
+   read of that file merges, and the caller redoes its operation.
+
+Where the file system cannot swap (NFS, SMB, Windows), the displaced version is kept with a hard link
+taken before the rename; where it has no hard links either, step 1 alone remains (documented limit).
+
+A displaced file is removed only by a later operation that merged its bytes, once it is older than
+:data:`GRACE_S` (an in-place writer that opened it before the swap has long finished by then).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from .fs import FS, TEMP_PREFIX
+
+DISPLACED = TEMP_PREFIX + "displaced-"
+GRACE_S = 30.0
+
+
+def displaced_prefix(name: str) -> str:
+    return f"{DISPLACED}{name}-"
+
+
+def displaced_names(names: list[str], name: str) -> list[str]:
+    """The displaced versions of ``name`` among a directory listing, oldest name order."""
+    prefix = displaced_prefix(name)
+    return sorted(n for n in names if n.startswith(prefix) and len(n) == len(prefix) + 8)
+
+
+def _keep_name(path: Path) -> Path:
+    return path.with_name(displaced_prefix(path.name) + secrets.token_hex(4))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``done``: our bytes are at the path. ``redo``: someone else's version was there that we did not
+    base our write on; it is kept (displaced or still in place) and the operation must be redone."""
+
+    done: bool
+    redo: bool
+
+
+DONE = Outcome(True, False)
+
+
+def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable: bool = True) -> Outcome:
+    """Put ``data`` at ``path`` if it still holds ``expected`` (None: did not exist), never losing a
+    version that was put there meanwhile. See the module docstring."""
+    now = fs.read(path)
+    current = now.data if now.ok else None
+    if now.status not in ("ok", "missing"):
+        # a symlink, FIFO, directory … named like our file: never replaced blindly, never followed
+        return Outcome(False, False)
+    if current != expected:
+        return Outcome(False, True)
+    if current == data:
+        return DONE
+    tmp = fs.put_temp(path.parent, path.name, data, durable=durable)
+    if current is None:
+        if fs.link(tmp, path):
+            fs.unlink(tmp)
+            return DONE
+        fs.unlink(tmp)  # someone created it meanwhile: merge theirs first
+        return Outcome(False, True)
+    try:
+        swapped = fs.exchange(tmp, path)
+    except FileNotFoundError:  # the file went away meanwhile (a sync engine moving it): start again
+        fs.unlink(tmp)
+        return Outcome(False, True)
+    if swapped:
+        return _settle(fs, tmp, path, expected)
+    return _publish_by_link(fs, path, tmp, expected, durable)
+
+
+def _settle(fs: FS, held: Path, path: Path, expected: bytes | None) -> Outcome:
+    """``held`` holds the version we displaced from ``path``: drop it if it is exactly what we merged
+    (an empty file may be an in-place writer's truncation, so it is kept), else keep it as displaced."""
+    got = fs.read(held)
+    if got.ok and got.data and got.data == expected:
+        fs.unlink(held)
+        return DONE
+    fs.rename(held, _keep_name(path))
+    return Outcome(True, True)
+
+
+def _publish_by_link(fs: FS, path: Path, tmp: Path, expected: bytes | None, durable: bool) -> Outcome:
+    """No atomic swap here: keep the current version under a second name, then rename over it."""
+    aside = _keep_name(path)
+    try:
+        if not fs.link(path, aside):  # pragma: no cover - the name is random
+            raise OSError("displaced name taken")
+    except FileNotFoundError:
+        fs.unlink(tmp)
+        return Outcome(False, True)
+    except OSError:
+        aside = None  # no hard links: the pre-check is all we have
+    if aside is not None:
+        got = fs.read(aside)
+        if not (got.ok and got.data == expected):
+            fs.unlink(tmp)
+            return Outcome(False, True)  # changed between the check and the link: aside keeps it
+    fs.replace(tmp, path, durable=durable)
+    if aside is None:
+        return DONE
+    got = fs.read(aside)
+    if got.ok and got.data == expected and got.data:
+        fs.unlink(aside)
+        return DONE
+    return Outcome(True, True)  # written in place meanwhile: aside keeps it
+
+
+def settle_displaced(fs: FS, directory: Path, names: list[str], merged: dict[str, bytes]) -> list[str]:
+    """Remove displaced files whose bytes (as read, in ``merged``: name → bytes) are part of what was just
+    durably written, once older than the grace period. Returns the names removed."""
+    removed = []
+    horizon = fs.now() - GRACE_S
+    for name in names:
+        path = directory / name
+        mtime = fs.mtime(path)
+        if mtime is None or mtime > horizon:
+            continue
+        got = fs.read(path)
+        if got.ok and got.data == merged.get(name) and fs.unlink(path):
+            removed.append(name)
+    return removed
