@@ -219,7 +219,7 @@ class RealFS(FS):
 
     def put_temp(self, directory: Path, hint: str, data: bytes, *, durable: bool = True) -> Path:
         ensure_dir(directory)
-        name = f"{TEMP_PREFIX}{hint[:120]}-{os.getpid()}-{secrets.token_hex(4)}"
+        name = f"{TEMP_PREFIX}{hint[:200]}-{os.getpid()}-{secrets.token_hex(4)}"  # <= 255 bytes
         tmp = directory / name
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY, FILE_MODE)
         try:

@@ -23,6 +23,7 @@ A displaced file is removed only by a later operation that merged its bytes, onc
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,14 +38,35 @@ def displaced_prefix(name: str) -> str:
     return f"{DISPLACED}{name}-"
 
 
+_TAIL = re.compile(r"(?:[0-9]+-)?[0-9a-f]{8}")
+
+
 def displaced_names(names: list[str], name: str) -> list[str]:
-    """The displaced versions of ``name`` among a directory listing, oldest name order."""
+    """The displaced versions of ``name`` among a directory listing, in name order."""
     prefix = displaced_prefix(name)
-    return sorted(n for n in names if n.startswith(prefix) and len(n) == len(prefix) + 8)
+    return sorted(n for n in names if n.startswith(prefix) and _TAIL.fullmatch(n, len(prefix)))
+
+
+def displaced_original(name: str) -> str | None:
+    """The name whose displaced version ``name`` is, or None."""
+    if not name.startswith(DISPLACED):
+        return None
+    rest = name[len(DISPLACED):]
+    for cut in range(1, len(rest) - 8):
+        if rest[cut] == "-" and _TAIL.fullmatch(rest, cut + 1):
+            return rest[:cut]
+    return None
 
 
 def _keep_name(path: Path) -> Path:
     return path.with_name(displaced_prefix(path.name) + secrets.token_hex(4))
+
+
+def _new(fs: FS, path: Path, data: bytes, durable: bool) -> Path:
+    """Our new bytes in a file that is already named as a displaced version of ``path``: after the
+    swap it holds the version we displaced, so a crash at any point leaves a source, not an orphan
+    (before the swap it holds our own new version, which is harmless to merge)."""
+    return fs.put_temp(path.parent, f"displaced-{path.name}", data, durable=durable)
 
 
 @dataclass(frozen=True)
@@ -71,7 +93,7 @@ def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable:
         return Outcome(False, True)
     if current == data:
         return DONE
-    tmp = fs.put_temp(path.parent, path.name, data, durable=durable)
+    tmp = _new(fs, path, data, durable)
     if current is None:
         if fs.link(tmp, path):
             fs.unlink(tmp)
@@ -84,18 +106,17 @@ def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable:
         fs.unlink(tmp)
         return Outcome(False, True)
     if swapped:
-        return _settle(fs, tmp, path, expected)
+        return _settle(fs, tmp, expected)
     return _publish_by_link(fs, path, tmp, expected, durable)
 
 
-def _settle(fs: FS, held: Path, path: Path, expected: bytes | None) -> Outcome:
-    """``held`` holds the version we displaced from ``path``: drop it if it is exactly what we merged
-    (an empty file may be an in-place writer's truncation, so it is kept), else keep it as displaced."""
+def _settle(fs: FS, held: Path, expected: bytes | None) -> Outcome:
+    """``held`` holds the version we displaced: drop it if it is exactly what we merged (an empty file
+    may be an in-place writer's truncation, so it is kept), else leave it there as a displaced source."""
     got = fs.read(held)
     if got.ok and got.data and got.data == expected:
         fs.unlink(held)
         return DONE
-    fs.rename(held, _keep_name(path))
     return Outcome(True, True)
 
 

@@ -36,7 +36,7 @@ from .ids import check_session_id, is_host_id, is_session_id
 from .locks import DEFAULT_TIMEOUT
 from .merge import max_stamp, merge_maps, merge_raw
 from .plan import FLOOR_SETTING, below_floor, plan_conversations, view_versions
-from .publish import DISPLACED, displaced_names, publish, settle_displaced
+from .publish import DISPLACED, displaced_names, displaced_original, publish, settle_displaced
 from .records import (
     Conversation,
     Record,
@@ -292,9 +292,9 @@ class Store:
             source = copy_source(hosts_dir / copy.name, copy, copy.original[:-5])
             extra_shards.append((source, self._read_shard(got, source)))
         for name in host_names:
-            if name.startswith(DISPLACED) and name[len(DISPLACED):].split(".json-")[0] + ".json" in host_names:
-                owner = name[len(DISPLACED):].split(".json-")[0]
-                source = Source(hosts_dir / name, "displaced", owner=owner)
+            original = displaced_original(name)
+            if original is not None and original.endswith(".json"):
+                source = Source(hosts_dir / name, "displaced", owner=original[:-5])
                 extra_shards.append((source, self._read_shard(got, source)))
         from_shards = merge_raw(shard_maps.values())
         got.shard_settings = merge_maps(shard_sets)
@@ -508,9 +508,7 @@ class Store:
             found = classify(name, listing, where="root", include_ambiguous=True)
             if isinstance(found, ConflictCopy):
                 sessions.add(found.original)
-        for name in names:
-            if name.startswith(DISPLACED) and name.endswith(tuple("0123456789abcdef")):
-                sessions.add(name[len(DISPLACED):].rsplit("-", 1)[0])
+        sessions |= {o for n in names if (o := displaced_original(n)) is not None}
         sids = {n[len("session-"):-len(".json")] for n in sessions if n.startswith("session-") and n.endswith(".json")}
         sids |= set(self.session_files.ids_without_view(names))
         folded_sessions = 0
