@@ -15,9 +15,13 @@ Pattern syntax (gitignore(5))
     any depth; ``*`` and ``?`` do not match ``/``; ``[abc]``, ``[a-z]``, ``[!a]`` / ``[^a]``; ``\\x``
     escapes; ``**/`` at the start, ``/**`` at the end and ``/**/`` in the middle as git documents them.
 
+Case: matching is case-sensitive (git's default on Linux) unless ``ignore_case`` is given, as the
+confinement does on macOS and Windows, whose filesystems open ``Secrets.YML`` for ``secrets.yml`` (git
+sets ``core.ignoreCase`` there too).
+
 Not honoured: ``core.excludesFile`` set in a git config (only the default global file is read),
-``core.ignoreCase`` (matching is case-sensitive, git's default on Linux), POSIX classes such as
-``[[:alpha:]]`` (the pattern is then taken literally and usually matches nothing).
+``core.ignoreCase`` as a setting, POSIX classes such as ``[[:alpha:]]`` (the pattern is then taken
+literally and usually matches nothing).
 """
 from __future__ import annotations
 
@@ -39,13 +43,15 @@ class Pattern:
     regex: re.Pattern[str]
     negate: bool
     dir_only: bool
+    ignore_case: bool = False
 
     def matches(self, rel: str, is_dir: bool) -> bool:
         """Does this pattern match ``rel`` (relative to the project, '/'-separated)?"""
         if self.dir_only and not is_dir:
             return False
         if self.base:
-            if not rel.startswith(self.base + "/"):
+            head = rel[:len(self.base) + 1]
+            if head != self.base + "/" and not (self.ignore_case and head.casefold() == (self.base + "/").casefold()):
                 return False
             rel = rel[len(self.base) + 1:]
         return self.regex.match(rel) is not None
@@ -148,7 +154,7 @@ def _strip_trailing_spaces(line: str) -> str:
     return line[:end]
 
 
-def parse_line(line: str, base: str = "") -> Pattern | None:
+def parse_line(line: str, base: str = "", ignore_case: bool = False) -> Pattern | None:
     """One line of an ignore file -> Pattern (None for blanks, comments and lines that mean nothing)."""
     line = line.rstrip("\r\n")
     if line.endswith("\r"):
@@ -175,13 +181,14 @@ def parse_line(line: str, base: str = "") -> Pattern | None:
             return None
     body = glob_regex(line)
     source = ("" if anchored else "(?:.*/)?") + body
-    return Pattern(base, line, re.compile("^(?:%s)$" % source, re.S), negate, dir_only)
+    flags = re.S | (re.IGNORECASE if ignore_case else 0)
+    return Pattern(base, line, re.compile("^(?:%s)$" % source, flags), negate, dir_only, ignore_case)
 
 
-def parse_lines(lines: Iterable[str], base: str = "") -> tuple[Pattern, ...]:
+def parse_lines(lines: Iterable[str], base: str = "", ignore_case: bool = False) -> tuple[Pattern, ...]:
     out = []
     for line in lines:
-        p = parse_line(line, base)
+        p = parse_line(line, base, ignore_case)
         if p is not None:
             out.append(p)
     return tuple(out)
@@ -242,7 +249,7 @@ class RuleSet:
         return self._decide(rel, is_dir)
 
 
-def load_rules_file(path: str, base: str = "") -> tuple[Pattern, ...]:
+def load_rules_file(path: str, base: str = "", ignore_case: bool = False) -> tuple[Pattern, ...]:
     """Patterns of one ignore file (missing or unreadable: none). Never follows the file past
     ``MAX_RULES_FILE_BYTES``."""
     try:
@@ -250,7 +257,7 @@ def load_rules_file(path: str, base: str = "") -> tuple[Pattern, ...]:
             data = fh.read(MAX_RULES_FILE_BYTES)
     except OSError:
         return ()
-    return parse_lines(data.decode("utf-8", errors="replace").split("\n"), base)
+    return parse_lines(data.decode("utf-8", errors="replace").split("\n"), base, ignore_case)
 
 
 def global_excludes_path(env: Mapping[str, str]) -> str | None:
