@@ -12,7 +12,9 @@ from typing import Mapping
 from ..state import copies
 from ..state.clock import ZERO, Stamp
 from ..state.conflicts import CONVERSATIONS, ConflictCopy, Engine, classify, is_original
-from ..state.files import QUARANTINE, read_json
+from ..state.files import QUARANTINE, UNSAFE, read_json
+from ..state.fs import REAL
+from ..state.jsontext import Unparseable, loads_state
 from ..state.ids import is_host_id, is_session_id
 from ..state.merge import merge_raw
 from ..state.records import RecordError, normalize_record, parse_session, parse_setting
@@ -84,6 +86,9 @@ def _problem_finding(problem, home: Path, own_shard: Path, copy_paths: set[str])
                        f"{problem.message}; --fix merges the sides (original kept in quarantine/)", fixable=True)
     if problem.kind == "unreadable":
         return Finding("unreadable", ERROR, rel, problem.message)
+    if problem.kind == UNSAFE:
+        return Finding(UNSAFE, ERROR, rel, problem.message + "; subconscious never follows, opens or copies "
+                       "it: remove it (or put a regular file there)")
     kind = {"unparseable": "unparseable", "invalid-entry": "invalid-entry"}.get(problem.kind, "wrong-type")
     if regenerated:
         how = " --fix folds it" if problem.path in copy_paths else " --fix rewrites it from the other sources"
@@ -187,9 +192,10 @@ def _quarantine(home: Path) -> list[dict]:
     for name in sorted(copies.listdir(home / QUARANTINE)):
         if not name.endswith(".about.json"):
             continue
+        got = REAL.read(home / QUARANTINE / name, 1 << 20)
         try:
-            note = json.loads((home / QUARANTINE / name).read_text())
-        except (OSError, ValueError):
+            note = loads_state(got.data) if got.ok else {}
+        except Unparseable:
             note = {}
         if isinstance(note, dict):
             note["file"] = f"{QUARANTINE}/{name[: -len('.about.json')]}"
@@ -205,7 +211,7 @@ def _temp_files(home: Path, now: float) -> list[Finding]:
                 continue
             path = directory / name
             try:
-                age = now - path.stat().st_mtime
+                age = now - path.lstat().st_mtime
             except OSError:
                 continue
             if age > TEMP_AGE_S:
@@ -338,6 +344,10 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
         for path, copy in session_copies:
             report.findings.append(_copy_finding(home, path, copy))
         report.findings += missing_views(home, snap)
+        from .retire import stale_shards
+        from ..state.store import TOMBSTONE_RETENTION_MS
+
+        report.findings += stale_shards(snap.shards, host.id, host.name, now_ms, TOMBSTONE_RETENTION_MS)
         shards, shard_rows = _read_shards(home, host.id)
         report.findings += shard_rows
         report.findings += session_splits(shards, snap.raw)

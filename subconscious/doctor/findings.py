@@ -21,6 +21,8 @@ KINDS: dict[str, str] = {
     "invalid-entry": "entries of a state file that are not of our format (skipped, bytes kept)",
     "wrong-type": "a state file whose JSON is not what it should be (bytes kept)",
     "unreadable": "a state file that cannot be read (permissions?)",
+    "unsafe-file": "a symbolic link, FIFO, socket, device or over-large file named like a state file (never "
+                   "followed, opened or copied)",
     "quarantined": "files set aside in quarantine/ (kept bytes of files that did not parse)",
     "session-split": "the same session mapped to different conversations by different hosts",
     "split-brain": "hosts using different Letta agents for the same home",
@@ -34,6 +36,9 @@ KINDS: dict[str, str] = {
     "letta-home": "LETTA_HOME unexpanded, or pointing somewhere odd",
     "temp-file": "a leftover temp file of an interrupted write",
     "shard-format": "a shard written by a newer subconscious",
+    "stale-shard": "a host that has not written for the retention window, or whose id was replaced on the same "
+                   "machine; its shard keeps old deletes from being pruned (--fix retires it: adopted, then kept "
+                   "under backups/)",
     "encryption": "encryption findings (from subconscious.blockcache.encryption_findings, which names its own "
                   "kinds: unknown key ids, damaged key files, keys inside the synced dir, ...)",
 }

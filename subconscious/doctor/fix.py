@@ -25,17 +25,18 @@ def repair_markers(path: Path, home: Path, host: str) -> str | None:
     """Merge the sides of a file with conflict markers in place; returns what was done (or None)."""
     from ..state.filemerge import repair
     from ..state.files import atomic_write, set_aside
+    from ..state.fs import REAL
 
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
+    got = REAL.read(path)
+    if not got.ok:  # gone, or no longer a regular file: never followed or opened
+        return None if got.status == "missing" else f"left {path.name}: {got.detail}"
+    raw = got.data
     rel = path.relative_to(home).as_posix() if path.is_relative_to(home) else str(path)
     result = repair(raw, rel)
     if not result.ok:
         return f"could not repair {rel}: {'; '.join(result.notes)}"
     kept = set_aside(path, raw, "git-conflict", home, host)
-    if path.read_bytes() != raw:  # changed meanwhile (a sync engine, another process): leave it
+    if REAL.read(path).data != raw:  # changed meanwhile (a sync engine, another process): leave it
         return f"left {rel}: it changed while being repaired"
     atomic_write(path, result.text)
     return f"merged the conflict sides of {rel} (original kept at {kept.relative_to(home).as_posix()})"
@@ -72,6 +73,15 @@ def apply(report: Report, env: Mapping[str, str]) -> list[str]:
             done = repair_markers(home / f.path, home, host.id)
             if done:
                 actions.append(done)
+    for f in report.findings:
+        if f.kind == "stale-shard" and f.host:
+            try:
+                moved = store.retire_host(f.host)
+            except (LockTimeout, StoreError, OSError) as exc:
+                actions.append(f"could not retire host {f.host}: {exc}")
+            else:
+                actions.append(f"retired host {f.host}: its entries live in this host's shard now, "
+                               f"{len(moved)} file{'s' * (len(moved) != 1)} kept under backups/")
     if kinds - GIT_KINDS - {"git-conflict-markers"} or any(f.kind == "git-conflict-markers" for f in report.findings):
         try:
             folded = store.fold_all()

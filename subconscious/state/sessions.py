@@ -100,6 +100,9 @@ class SessionFiles:
                 out.append(sid)
         return out
 
+    def ids_of_host(self, host: str) -> list[str]:
+        return sorted(set(self._view_ids(self.fs.listdir(self.home / HOSTS / host))))
+
     def ids_without_view(self, names: list[str]) -> list[str]:
         present = set(self._view_ids(names))
         return [sid for sid in self.ids(names) if sid not in present]
@@ -134,7 +137,8 @@ class SessionFiles:
         for host, listing in listings.items():
             directory = self.home / HOSTS / host
             if name in listing:
-                hosts.append(Source(directory / name, "shard", owner=host))
+                kind = "copy" if host in self.store.retiring else "shard"
+                hosts.append(Source(directory / name, kind, owner=host))
             hosts += [Source(directory / n, "displaced", owner=host) for n in displaced_names(listing, name)]
             hosts += [copy_source(directory / c.name, c, host) for c in copies.find(listing, "root", name)]
         return view, hosts

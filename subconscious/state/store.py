@@ -93,6 +93,7 @@ class Snapshot:
     problems: list[Problem] = field(default_factory=list)
     newest: Stamp = ZERO
     copies: list[copies.Found] = field(default_factory=list)  # conflict copies merged into this view
+    folded: list[Path] = field(default_factory=list)  # where a write filed the copies it merged (backups/)
 
     @cached_property
     def conversations(self) -> dict[str, Record]:
@@ -158,6 +159,7 @@ class Store:
         self.fs = fs
         self.reader = Reader(fs, self.home, host, keep=not read_only)
         self.session_files = SessionFiles(self)
+        self.retiring: frozenset[str] = frozenset()  # hosts whose files are being retired (read as copies)
 
     # ------------------------------------------------------------------ paths
 
@@ -279,6 +281,10 @@ class Store:
             if name in copy_names:  # e.g. OneDrive's "<host>-<PC>.json" holding <host>'s shard
                 continue
             host = name[:-5]
+            if host in self.retiring:
+                source = Source(hosts_dir / name, "copy", owner=host)
+                extra_shards.append((source, self._read_shard(got, source)))
+                continue
             for convs, sets, value in self._read_shard(got, Source(hosts_dir / name, "shard", owner=host)):
                 shard_maps[host] = merge_raw([shard_maps.get(host, {}), convs])
                 shard_sets.append(sets)
@@ -429,7 +435,7 @@ class Store:
         if out.redo:
             return result, True
         # everything read is durably in this host's shard now
-        self._fold(got.folds)
+        result.folded = self._fold(got.folds)
         self._settle(got.displaced)
         return result, False
 
@@ -534,6 +540,28 @@ class Store:
                     if self.fs.unlink(path):
                         removed.append(path)
         return removed
+
+    def retire_host(self, host: str) -> list[Path]:
+        """Retire another host's shard files (a machine gone, or a host id replaced on the same machine):
+        everything they hold is adopted into this host's files first, then they are moved to backups/.
+        Until a shard is retired, tombstones for keys it could hold are never pruned."""
+        if host == self.host:
+            raise StoreError("a host cannot retire itself")
+        self._writable()
+        with self.lock():
+            self.retiring = frozenset({host})
+            try:
+                moved = list(self.refresh().folded)
+                for sid in self.session_files.ids_of_host(host):
+                    moved += self.session_files.fold(sid)
+                leftover = self.home / HOSTS / host
+                for name in self.fs.listdir(leftover):  # displaced or temp leftovers of a gone host
+                    target = self.home / BACKUPS / time.strftime("%Y-%m-%d", time.gmtime()) / self.host / f"{host}__{name}"
+                    self.fs.makedirs(target.parent)
+                    self.fs.rename(leftover / name, target)
+                return moved
+            finally:
+                self.retiring = frozenset()
 
     # ------------------------------------------------------------------ sessions (composed)
 

@@ -245,3 +245,24 @@ def test_a_copy_rewritten_between_read_and_fold_is_not_filed_away_unmerged(tmp_p
     a.refresh()
     a.refresh()
     assert a.conversation("s2") is not None and a.conversation("s3") is not None
+
+
+def test_retiring_a_gone_hosts_shard_keeps_its_entries_and_lets_the_tombstone_go(tmp_path):
+    home = tmp_path / "home"
+    old = make(tmp_path, "retired", home=home)
+    old.put_conversation("s1", "conv-1", "agent-a")
+    old.put_conversation("kept", "conv-kept", "agent-a")
+    old.update_session("kept", lambda cur: SessionState("kept", conversation_id="conv-kept", last_processed_index=7))
+    a = make(tmp_path, "alpha", home=home)
+    a.delete_conversation("s1")
+    _age(a, 91)
+    moved = a.retire_host("retired")
+    assert not (home / "hosts" / "retired.json").exists() and moved
+    assert all(p.is_relative_to(home / "backups") for p in moved)
+    assert a.conversation("kept").conversation_id == "conv-kept"  # adopted, not lost
+    assert a.session("kept").last_processed_index == 7
+    a.refresh()
+    assert "s1" not in a.read().raw  # the only shard that could hold it live is gone: pruned
+    backup = next(p for p in moved if p.name.endswith("retired.json"))
+    (home / "hosts" / "retired.json").write_bytes(backup.read_bytes())  # the old shard comes back
+    assert a.conversation("s1") is None and a.conversation("kept") is not None

@@ -1,0 +1,35 @@
+"""Shards nobody writes any more: a machine retired, or a host id replaced on the same machine (its
+state dir was reset). Until such a shard is retired, tombstones for the keys it could hold are kept
+forever (a delete must not come back from it); ``doctor --fix`` retires it: everything it holds is
+adopted into this host's files, then it is moved to ``backups/`` (see ``Store.retire_host``)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from .findings import WARNING, Finding
+
+DAY_MS = 86_400_000
+
+
+def stale_shards(shards: Mapping[str, object], this_host: str, this_name: str, now_ms: int,
+                 window_ms: int) -> list[Finding]:
+    """``shards``: host → ShardInfo (``name``, ``written_ms``). Pure."""
+    rows = []
+    for host, info in sorted(shards.items()):
+        if host == this_host:
+            continue
+        written = getattr(info, "written_ms", 0)
+        name = getattr(info, "name", host)
+        if name == this_name and name != host:
+            why = (f"host {host} has this machine's name ({name}) but another id: this machine's state dir "
+                   "was reset and it writes as a new host now")
+        elif written and now_ms - written > window_ms:
+            why = f"host {host} ({name}) has not written for {(now_ms - written) // DAY_MS} days"
+        else:
+            continue
+        rows.append(Finding("stale-shard", WARNING, f"hosts/{host}.json",
+                            f"{why}; its shard keeps old deletes from being pruned. --fix retires it "
+                            "(adopts what it holds, then moves it to backups/)",
+                            fixable=True, host=host, details={"written_ms": written, "name": name}))
+    return rows
