@@ -1,6 +1,8 @@
 """Write and Edit (LETTA_SDK_TOOLS=full only), confined like the readers: inside the project, never in
-.git, never a file the ignore rules exclude or one named like a credential. Files are replaced
-atomically (a temporary file in the same directory, then a rename), opened without following links."""
+.git, never a file the ignore rules exclude or one named like a credential, and never a place whose
+contents run code later outside any sandbox (denied.py: .claude/, .letta/, .git anywhere, .envrc,
+.vscode/, CI config...), names compared case-insensitively. Files are replaced atomically (a temporary
+file in the same directory, then a rename), opened without following links."""
 from __future__ import annotations
 
 import os
@@ -9,10 +11,23 @@ import stat
 from typing import Any, Mapping
 
 from .confine import Refused, Root, Target, ToolError, _CLOEXEC, _DIRECTORY, _HAS_DIR_FD, _NOFOLLOW
+from .denied import write_denied
 from .limits import Limits
 from .readers import SNIFF, _str, looks_binary
 
 __all__ = ["write", "edit"]
+
+
+def _checked(root: Root, path: str) -> Target:
+    """Root.resolve, then the write-only rules: the path as given and as resolved (a link inside the
+    project may lead to .claude/) must both be allowed."""
+    t = root.resolve(path, what="file_path")
+    lexical = os.path.normpath(os.path.join(root.given, path))
+    for rel in {t.rel, os.path.relpath(lexical, root.given).replace(os.sep, "/")}:
+        why = write_denied(rel) if not rel.startswith("..") else None
+        if why:
+            raise Refused(f"{path!r}: {why}")
+    return t
 
 
 def _parent_fd(root: Root, rel: str, create: bool) -> tuple[int, str]:
@@ -77,7 +92,7 @@ def write(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) 
     data = content.encode("utf-8")
     if len(data) > limits.max_write_bytes:
         raise ToolError(f"content is {len(data):,} bytes, over the {limits.max_write_bytes:,}-byte limit")
-    t = root.resolve(path, what="file_path")
+    t = _checked(root, path)
     if t.is_dir or not t.rel:
         raise ToolError(f"{t.shown} is a directory")
     _replace(root, t, data)
@@ -94,7 +109,7 @@ def edit(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
     if old == new:
         raise ToolError("old_string and new_string are the same; nothing to do")
     replace_all = args.get("replace_all") in (True, "true", 1)
-    t = root.resolve(path, what="file_path")
+    t = _checked(root, path)
     if not t.exists:
         raise ToolError(f"{path}: no such file in the project (use Write to create it)")
     if t.is_dir:
