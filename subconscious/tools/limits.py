@@ -18,6 +18,10 @@ class Limits:
     max_paths: int = 200                  # Glob: paths; Grep: files listed
     max_walk_entries: int = 50_000        # directory entries one Grep or Glob looks at
     max_write_bytes: int = 512 * 1024     # Write / Edit: size of the new file (full mode)
+    sandbox_memory_bytes: int = 1024 ** 3     # Bash: address space of each process in the sandbox (RLIMIT_AS)
+    sandbox_processes: int = 128          # Bash: processes/threads in the sandbox (RLIMIT_NPROC; counted for root)
+    sandbox_file_bytes: int = 64 * 1024 ** 2  # Bash: size of any one file written (RLIMIT_FSIZE)
+    sandbox_tmp_bytes: int = 64 * 1024 ** 2   # Bash: the sandbox's /tmp (and HOME) tmpfs
     send_timeout: float = 300.0           # one request to Letta (the user message or the tool results)
     turn_timeout: float = 900.0           # the whole turn, tool calls and round trips included
 
