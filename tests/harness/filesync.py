@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-TEMP_RULES = (".subconscious-tmp-*",)  # our atomic-write temps: never synced
+REPO = Path(__file__).resolve().parents[2]
+RCLONE_FILTERS = REPO / "sync" / "rclone-filters.txt"  # the kit's file, as sync/README.md says
+TEMP_RULES = (".subconscious-tmp-*",)  # our atomic-write temps: never synced (Unison's -ignore)
 
 
 def require(binary: str) -> str:
@@ -59,8 +61,7 @@ class RcloneBisync(SyncRun):
     def __init__(self, a: Path, b: Path, work: Path):
         super().__init__(a, b, work)
         self.binary = require("rclone")
-        self.filters = self.work / "filters.txt"
-        self.filters.write_text("".join(f"- {rule}\n" for rule in TEMP_RULES))
+        self.filters = RCLONE_FILTERS
         self.first = True
 
     def sync(self) -> subprocess.CompletedProcess:

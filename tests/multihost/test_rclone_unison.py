@@ -24,6 +24,7 @@ VIEW = "conversations.json"
 
 def findings(side: Side) -> list[dict]:
     r = doctor(side, "--json")
+    assert r.stdout, r.stderr
     return json.loads(r.stdout)["findings"]
 
 
@@ -88,3 +89,10 @@ def test_a_missing_binary_fails_with_the_command_to_run(monkeypatch):
     for binary in ("rclone", "unison"):
         with pytest.raises(pytest.fail.Exception, match="apt-get install -y rclone unison"):
             require(binary)
+
+
+def test_the_kits_rclone_filters_keep_our_temp_files_out():
+    from subconscious.state.textforms import TEMP_PREFIX
+    from tests.harness.filesync import RCLONE_FILTERS
+
+    assert f"- {TEMP_PREFIX}*" in RCLONE_FILTERS.read_text().splitlines()
