@@ -35,6 +35,7 @@ class SyncRun:
     def __init__(self, a: Path, b: Path, work: Path):
         self.a, self.b, self.work = Path(a), Path(b), Path(work)
         self.work.mkdir(parents=True, exist_ok=True)
+        self.binary = require(self.name)  # the engine's binary is named like it
         self.runs = 0
         self.seconds = 0.0
         self.log: list[str] = []
@@ -58,15 +59,11 @@ class RcloneBisync(SyncRun):
 
     name = "rclone"
 
-    def __init__(self, a: Path, b: Path, work: Path):
-        super().__init__(a, b, work)
-        self.binary = require("rclone")
-        self.filters = RCLONE_FILTERS
-        self.first = True
+    first = True
 
     def sync(self) -> subprocess.CompletedProcess:
         cmd = [self.binary, "bisync", str(self.a), str(self.b), "--config", os.devnull,
-               "--workdir", str(self.work / "bisync"), "--filters-file", str(self.filters),
+               "--workdir", str(self.work / "bisync"), "--filters-file", str(RCLONE_FILTERS),
                # a test home holds a handful of files, all of which a write changes: bisync's
                # "all files were changed" and --max-delete guards would abort; a real home is larger
                "--force", "-v"]
@@ -81,10 +78,6 @@ class Unison(SyncRun):
     """``unison A B -batch`` with ``copyonconflict`` and ``prefer newer``."""
 
     name = "unison"
-
-    def __init__(self, a: Path, b: Path, work: Path):
-        super().__init__(a, b, work)
-        self.binary = require("unison")
 
     def sync(self) -> subprocess.CompletedProcess:
         cmd = [self.binary, str(self.a), str(self.b), "-batch", "-auto", "-times", "-fastcheck", "false",
