@@ -56,6 +56,7 @@ class Scheduler:
         self.step = 0  # global step counter: the simulation's notion of "when"
         self.running: Actor | None = None
         self.trace: list[int] = []  # the actor index of every step (the schedule, replayable)
+        self.labels: list[tuple[str, str]] = []  # (actor, the operation it performed) of every step
         self.max_steps = max_steps
         self.locks: dict[Any, tuple[Actor, int]] = {}  # key -> (holder, depth)
 
@@ -132,6 +133,7 @@ class Scheduler:
         self.step += 1
         actor.steps += 1
         self.trace.append(actor.index)
+        self.labels.append((actor.name, actor.label or "start"))
         try:
             actor.g.switch()
         finally:

@@ -107,6 +107,7 @@ class StoreKind:
 
 
 DEFAULT_KIND: StoreKind | None = None
+FS_OPTIONS: dict[str, bool] = {}  # e.g. {"exchange_ok": False, "link_ok": False}: every world's file system
 
 
 def default_kind() -> StoreKind:
@@ -118,10 +119,11 @@ def default_kind() -> StoreKind:
 
 class World:
     def __init__(self, hosts: dict[str, str], replicas: tuple[str, ...] = ("r1",), *, kind: StoreKind | None = None,
-                 exchange_ok: bool = True, link_ok: bool = True, skew: dict[str, int] | None = None):
+                 exchange_ok: bool | None = None, link_ok: bool | None = None, skew: dict[str, int] | None = None):
         self.kind = kind or default_kind()
         self.sched = Scheduler()
-        self.fs = SimFS(self.sched, exchange_ok=exchange_ok, link_ok=link_ok)
+        self.fs = SimFS(self.sched, exchange_ok=FS_OPTIONS.get("exchange_ok", True) if exchange_ok is None else exchange_ok,
+                        link_ok=FS_OPTIONS.get("link_ok", True) if link_ok is None else link_ok)
         self.replicas = replicas
         self.homes = {r: Path(f"/{r}/.letta/claude") for r in replicas}
         self.hosts = dict(hosts)  # host -> replica
@@ -129,6 +131,7 @@ class World:
         self.writes: list[Write] = []
         self.reads: list[Read] = []
         self.cursor_reads: dict[str, list[Read]] = {}
+        self.saved: dict[str, bytes | None] = {}  # bytes kept at set-up (for stale copies)
         self.engine = SyncEngine(self, replicas[0], replicas[1]) if len(replicas) > 1 else None
         for home in self.homes.values():
             self.fs._dir(str(home), create=True)
@@ -172,6 +175,7 @@ class World:
         new.fs = fs
         new.writes = list(self.writes)
         new.reads, new.cursor_reads = [], {}
+        new.saved = self.saved
         new.engine = None
         if self.engine is not None:
             new.engine = SyncEngine(new, self.engine.a, self.engine.b)
@@ -300,6 +304,14 @@ class World:
             for _ in range(passes):
                 self.engine.sync_pass()
         return fn
+
+    def note(self, key: tuple, value: Any, replica: str, who: str = "upstream") -> None:
+        """Set-up: a write made outside our operations (a legacy entry, a copy's entry) counts too."""
+        t = self._t()
+        self.writes.append(Write(key, value, t, t, replica, who))
+
+    def save(self, name: str, replica: str, rel: str) -> None:
+        self.saved[name] = self.fs.peek(self.homes[replica] / rel)
 
     def spawn(self, name: str, fn: Callable[[], None]) -> None:
         self.sched.spawn(name, fn)
