@@ -123,6 +123,7 @@ class _Read:
     shard_clocks: list[Stamp] = field(default_factory=list)
     displaced: list[Read] = field(default_factory=list)
     folds: list[Read] = field(default_factory=list)  # conflict copies to fold once merged
+    floor: Stamp = ZERO  # the tombstone prune floor
 
 
 def floor_of(settings: dict[str, Setting]) -> Stamp:
@@ -306,7 +307,8 @@ class Store:
         got.shard_settings = merge_maps(shard_sets)
         extra_sets = [sets for _, found in extra_shards for _, sets, _ in found]
         snap.settings = merge_maps([got.shard_settings, *extra_sets])
-        floor = floor_of(snap.settings)
+        # the floor only rises: the largest any source holds (two hosts pruning at once both count)
+        floor = got.floor = max((floor_of(sets) for sets in [*shard_sets, *extra_sets]), default=ZERO)
         # a shard that has not written since the floor was set (restored, or back from retirement)
         # cannot bring back what was deleted before it
         stale = [h for h, info in snap.shards.items() if info.clock < floor]
@@ -410,8 +412,8 @@ class Store:
             change={k: r.to_json() for k, r in conv_change.items()}, stamp=stamp, host=self.host,
             sources=got.sources, shard_clocks=got.shard_clocks, now_ms=now, retention_ms=self.retention_ms,
         )
-        if plan.pruned:
-            floor = max([floor_of(snap.settings), *plan.pruned.values()])
+        if plan.pruned or got.floor > floor_of(snap.settings):
+            floor = max([got.floor, *plan.pruned.values()])
             setting_change = {**setting_change, FLOOR_SETTING: Setting(floor.encode(), stamp, self.host)}
         adopt_sets = {k: v for k, v in snap.settings.items() if got.shard_settings.get(k) != v}
         settings = merge_maps([snap.settings, setting_change])

@@ -266,3 +266,26 @@ def test_retiring_a_gone_hosts_shard_keeps_its_entries_and_lets_the_tombstone_go
     backup = next(p for p in moved if p.name.endswith("retired.json"))
     (home / "hosts" / "retired.json").write_bytes(backup.read_bytes())  # the old shard comes back
     assert a.conversation("s1") is None and a.conversation("kept") is not None
+
+
+def test_the_prune_floor_only_rises_when_two_hosts_prune_at_once(tmp_path):
+    home = tmp_path / "home"
+    a, b = make(tmp_path, "alpha", home=home), make(tmp_path, "beta", home=home)
+    a.put_conversation("k1", "conv-1", "agent-a")
+    stale = a.view_path.read_bytes()
+    b.put_conversation("k2", "conv-2", "agent-a")
+    b.delete_conversation("k2")
+    a.delete_conversation("k1")  # k1's tombstone is the newer one
+    b.refresh()
+    _age(a, 91)
+    _age(b, 91)
+    a.refresh()  # prunes k1 (and k2): floor at k1's tombstone
+    b_shard = (home / "hosts" / "beta.json").read_bytes()
+    b.refresh()
+    # beta's shard from before it saw the higher floor comes back (a sync engine's older version),
+    # carrying a lower floor setting with a newer stamp than alpha's
+    doc = json.loads(b_shard)
+    doc["settings"]["tombstone-floor"] = {"value": "1:0", "hlc": "9999999999999:0", "host": "beta"}
+    (home / "hosts" / "beta.json").write_text(json.dumps(doc))
+    (home / "conversations.sync-conflict-20260101-101010-ABCDEFG.json").write_bytes(stale)
+    assert a.conversation("k1") is None and b.conversation("k1") is None
