@@ -7,6 +7,7 @@ import re
 import time
 from typing import Any, Mapping
 
+from .. import redact as _redact
 from .confine import Refused, Root, ToolError, ToolTimeout
 from .ignore import glob_regex
 from .limits import Limits
@@ -132,6 +133,24 @@ def read(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
 
 # ---------------------------------------------------------------------- Grep
 
+def redacted_text(text: str) -> str:
+    """``text`` as the agent may see it: secrets replaced by the redaction marker, with as many lines as
+    before (a multi-line private key becomes the marker and its line breaks), so that Grep searches what
+    Read would show and its line numbers stay right. Grep never matches the raw text: a count or a file
+    list for a pattern that only fits inside a secret would tell the secret one character at a time."""
+    find = getattr(_redact, "find_secrets", None)
+    if find is not None and "\n" in text:
+        out, pos = [], 0
+        for a, b in find(text):
+            if a < pos or "\n" not in text[a:b]:
+                continue
+            out += [text[pos:a], _redact.REDACTED, "\n" * text.count("\n", a, b)]
+            pos = b
+        if out:
+            text = "".join(out) + text[pos:]
+    return _redact.redact(text)
+
+
 def _name_filter(glob: str | None):
     """Grep's ``glob``: matched against the file name, or the relative path if it has a '/'."""
     if not glob:
@@ -174,14 +193,14 @@ def grep(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
     rows: list[str] = []
     files_matched = matches = searched = skipped_big = skipped_binary = 0
     full = False
-    for rel, abspath, st in root.walk(start, deadline=deadline, max_entries=limits.max_walk_entries, stats=stats):
+    for rel, handle, st in root.walk(start, deadline=deadline, max_entries=limits.max_walk_entries, stats=stats):
         if name_ok is not None and not name_ok(rel):
             continue
         if st.st_size > limits.max_file_bytes:
             skipped_big += 1
             continue
         try:
-            with os.fdopen(root.open_walked(abspath), "rb") as fh:
+            with os.fdopen(root.open_walked(handle), "rb") as fh:
                 data = fh.read(SNIFF)
                 if looks_binary(data):
                     skipped_binary += 1
@@ -191,7 +210,7 @@ def grep(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
             continue
         searched += 1
         count = 0
-        for n, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), 1):
+        for n, line in enumerate(redacted_text(data.decode("utf-8", errors="replace")).split("\n"), 1):
             if n % 2000 == 0 and time.monotonic() > deadline:
                 stats["stopped"] = "time"
                 break
