@@ -4,12 +4,25 @@ A stamp is (wall milliseconds, counter). Every write takes a new stamp that is g
 host's previous stamp and than every stamp it has read, so a host whose wall clock is behind still
 orders its later edits after what it saw. Writes are ordered by (stamp, host): total and the same on
 every machine. Persistence lives in :mod:`subconscious.state.store` (under the host's lock).
+
+Text form ``<wall>:<count>``: 1 to 16 ASCII digits, a colon, 1 to 9 ASCII digits (:data:`STAMP_RE`,
+the one definition the decoder and the records' fast path share). :func:`tick` only emits stamps of
+that form, whatever it has read (see its docstring for the limits).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
+
+WALL_DIGITS, COUNT_DIGITS = 16, 9
+MAX_WALL = 10**WALL_DIGITS - 1  # ~ year 318,000: only a damaged or hostile stamp gets near it
+MAX_COUNT = 10**COUNT_DIGITS - 1
+
+# ASCII digits only: str.isdigit() and int() also take '²', '１２' or Arabic-Indic digits. fullmatch,
+# so no trailing newline either (unlike '$').
+STAMP_RE = re.compile(rf"([0-9]{{1,{WALL_DIGITS}}}):([0-9]{{1,{COUNT_DIGITS}}})")
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -24,29 +37,41 @@ class Stamp:
     def decode(cls, text: object) -> "Stamp":
         if not isinstance(text, str):
             raise ValueError(f"clock stamp must be a string like '1764489541123:0', got {type(text).__name__}")
-        wall, sep, count = text.partition(":")
-        if not sep or not wall.isdigit() or not count.isdigit() or len(wall) > 16 or len(count) > 9:
+        m = STAMP_RE.fullmatch(text)
+        if m is None:
             raise ValueError(f"malformed clock stamp {text[:40]!r}")
-        return cls(int(wall), int(count))
+        return cls(int(m[1]), int(m[2]))
 
     def __str__(self) -> str:
         return self.encode()
 
 
 ZERO = Stamp(0, 0)  # the stamp of legacy (upstream-written) data: any real write is newer
+MAX = Stamp(MAX_WALL, MAX_COUNT)  # the largest stamp the text form holds
 
 
 def tick(previous: Stamp, now_ms: int, seen: Stamp = ZERO) -> Stamp:
     """The next stamp after ``previous`` given the wall clock and the newest stamp read.
 
-    Properties (tested): the result is strictly greater than ``previous`` and ``seen``; it never
-    goes backwards when the wall clock does; its wall part is ``now_ms`` whenever the wall clock is
-    ahead of everything seen.
+    Properties (tested): the result always decodes (``Stamp.decode(s.encode()) == s``); it is strictly
+    greater than ``previous`` and ``seen``; it never goes backwards when the wall clock does; its wall
+    part is ``now_ms`` whenever the wall clock is ahead of everything seen (and within the limit).
+
+    Limits: when the counter would pass :data:`MAX_COUNT` it carries into the wall (wall + 1, count 0),
+    still greater than everything before. Only when ``previous`` or ``seen`` is already :data:`MAX`
+    (a stamp at the very end of the text form, which no wall clock produces) is there nothing greater
+    to give: the result saturates at :data:`MAX`, and such writes are ordered by host then content, as
+    equal stamps always are. A wall clock beyond :data:`MAX_WALL` counts as :data:`MAX_WALL`.
     """
     base = max(previous, seen)
-    if now_ms > base.wall:
-        return Stamp(now_ms, 0)
-    return Stamp(base.wall, base.count + 1)
+    now = min(now_ms, MAX_WALL)
+    if now > base.wall:
+        return Stamp(now, 0)
+    if base >= MAX:  # also anything beyond the text form (a Stamp built by hand, never decoded)
+        return MAX
+    if base.count < MAX_COUNT:
+        return Stamp(base.wall, base.count + 1)
+    return Stamp(base.wall + 1, 0)
 
 
 def wall_ms() -> int:
