@@ -18,13 +18,16 @@ _PATTERNS = [
 
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Remove known secret values and secret-looking tokens from ``text``."""
+    """Remove known secret values, then whatever :mod:`subconscious.redact` finds (the same rules as
+    transcripts and tool results), from ``text``."""
     for s in secrets:
         if s and len(s) >= 4:
             text = text.replace(s, "[redacted]")
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "[redacted]", text)
-    return text
+    from .redact import redact as redact_secrets  # imported when a record is written, not with the log
+
+    return redact_secrets(text)
 
 
 class _RedactingFormatter(logging.Formatter):
