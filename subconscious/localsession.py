@@ -27,7 +27,8 @@ class LocalSession:
     agent_name: str = "Subconscious"
     last_fetch_ms: int = 0
     transcript_path: str | None = None
-    cwd: str | None = None
+    cwd: str | None = None  # Claude Code's current directory at the last hook (informational)
+    project_root: str | None = None  # the directory the agent's tools see, fixed at SessionStart (tools/confine.py)
     pending_start: str | None = None  # the session-start message, until delivered
     start_attempted: bool = False  # a send of pending_start began; its outcome may be unknown
     pending_update: str | None = None  # the last payload the Stop hook built (fallback if the transcript goes)

@@ -344,11 +344,14 @@ def session_update(lines: Sequence[str], cursor: int, session_id: str) -> tuple[
 
 
 def session_start_message(*, project: str, path: str, session_id: str, timestamp: str,
-                          sdk_tools_mode: str, machine: str | None = None) -> str:
-    """The ``<claude_code_session_start>`` message sent when a session begins."""
+                          sdk_tools_mode: str, machine: str | None = None, tools_refused: str | None = None) -> str:
+    """The ``<claude_code_session_start>`` message sent when a session begins. ``tools_refused``: why
+    this session gets no tools although its mode has some (its project directory may not be one)."""
     from .tools.modes import agent_text  # the words match what the worker's tools do (no imports)
 
     access = agent_text(sdk_tools_mode)
+    if tools_refused:
+        access = f"You have no tools on the user's machine in this session: {tools_refused}."
     context = ("A new Claude Code session has started. You will receive its transcript as it happens, "
                "in <claude_code_session_update> messages. Watch, remember what matters across sessions, "
                "and whisper short, useful guidance to Claude Code when you have some. " + access)

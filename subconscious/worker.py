@@ -70,7 +70,8 @@ def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None)
 
 
 def _turn(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None):
-    """The agent's whole turn, with the client-side tools of LETTA_SDK_TOOLS run in ``cwd`` (tools/loop.py)."""
+    """The agent's whole turn, with the client-side tools of LETTA_SDK_TOOLS confined to ``cwd``, the project
+    directory recorded at SessionStart (never Claude Code's directory at a later Stop) (tools/loop.py)."""
     from .tools.loop import run_turn
 
     return run_turn(client, conversation_id, text, mode=rt.settings.sdk_tools, cwd=cwd)
@@ -131,7 +132,7 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
                         continue
                 local.attempt = [cursor + 1, last]
                 localsession.save(sessions_dir, local)
-                _send(client, conv, payload, rt, local.cwd)
+                _send(client, conv, payload, rt, local.project_root)
                 store.update_session(session_id, lambda cur, last=last: cur.evolve(last_processed_index=last))
                 local = localsession.load(sessions_dir, session_id)
                 local.attempt, local.failures = None, 0
@@ -157,7 +158,7 @@ def _deliver_start(client, conv: str, local: localsession.LocalSession, sessions
     else:
         local.start_attempted = True
         localsession.save(sessions_dir, local)
-        _send(client, conv, text, rt, local.cwd)
+        _send(client, conv, text, rt, local.project_root)
     local.pending_start, local.start_attempted = None, False
     localsession.save(sessions_dir, local)
     return True

@@ -77,12 +77,25 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
     local = localsession.load(ctx.sessions_dir, ctx.session_id)
     local.agent_name = agent_name
     local.cwd = cwd
+    refused = None
+    if not local.project_root:  # one project directory per session: a later SessionStart (resume, compact) keeps it
+        from ..tools.confine import project_root
+
+        start = os.environ.get("CLAUDE_PROJECT_DIR") or ""
+        local.project_root = project_root(start if os.path.isdir(start) else cwd)
+    if ctx.settings.sdk_tools != "off":
+        from ..tools.confine import root_refusal
+
+        refused = root_refusal(local.project_root)
+        if refused:
+            log.warning("session-start: no tools for session %s: %s", ctx.session_id, refused)
     if isinstance(event.data.get("transcript_path"), str):
         local.transcript_path = event.data["transcript_path"]
     local.start_attempted = False
     local.pending_start = session_start_message(
-        project=ctx.settings.project or Path(cwd).name, path=cwd, session_id=ctx.session_id,
-        timestamp=now_iso(), sdk_tools_mode=ctx.settings.sdk_tools, machine=ctx.rt.host.name,
+        project=ctx.settings.project or Path(local.project_root).name, path=local.project_root,
+        session_id=ctx.session_id, timestamp=now_iso(), sdk_tools_mode=ctx.settings.sdk_tools,
+        machine=ctx.rt.host.name, tools_refused=refused,
     )
     localsession.save(ctx.sessions_dir, local)
 

@@ -105,10 +105,13 @@ class ToolContext:
         if not allowed_tools(mode):
             return cls(mode, None, "no client-side tools in this mode", limits)
         if not cwd:
-            return cls(mode, None, "the session's project directory is not known on this machine", limits)
+            why = "the session's project directory is not known on this machine (it is recorded at SessionStart)"
+            log.warning("tools: none for this turn: %s", why)
+            return cls(mode, None, why, limits)
         try:
             return cls(mode, Root(cwd), None, limits)
         except ToolError as e:
+            log.warning("tools: none for this turn: %s", e)
             return cls(mode, None, str(e), limits)
 
 
