@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         del rest[i : i + 2]
         env = dict(os.environ, PYTHONPATH=f"{tmp}{os.pathsep}{root}")
         print(f"store at {args.store_at} (exported to {tmp})", flush=True)
-        return subprocess.call([sys.executable, "-m", "tests.simulation", *rest], cwd=root, env=env)
+        # run from the export, so that its package (not the checkout's) is the one imported
+        return subprocess.call([sys.executable, "-m", "tests.simulation", *rest], cwd=tmp, env=env)
 
     from . import world
     from .runner import CI, FULL, SEED, explore_scenario

@@ -25,6 +25,16 @@ SYNC = {"h1": "r1", "h2": "r2"}
 COPY = "conversations.sync-conflict-20261130-090000-CCCCCCC.json"
 
 
+def _collector(scenario: str):
+    """A list of cases and the function that adds one to it."""
+    cases: list[Case] = []
+
+    def case(name, build, actors, share=1.0):
+        cases.append(Case(scenario, name, build, actors, share))
+
+    return cases, case
+
+
 def _w(hosts=TWO, replicas=("r1",), **kw) -> World:
     return World(hosts, replicas, **kw)
 
@@ -40,10 +50,7 @@ def _legacy_view(w: World, replica: str, entries: dict) -> None:
 
 
 def hosts_cases() -> list[Case]:
-    c = []
-
-    def case(name, build, actors):
-        c.append(Case("hosts", name, build, actors))
+    c, case = _collector("hosts")
 
     case("put/put same key",
          lambda: (w := _w()).do(w.put("h1", "s1", "c0")),
@@ -103,10 +110,7 @@ def _with_copy(w: World) -> World:
 
 
 def upstream_cases() -> list[Case]:
-    c = []
-
-    def case(name, build, actors):
-        c.append(Case("upstream", name, build, actors))
+    c, case = _collector("upstream")
 
     case("upstream new key / our put",
          lambda: (w := _w()).do(w.put("h1", "s1", "c0")),
@@ -158,10 +162,7 @@ def _adopted_legacy(w: World) -> World:
 
 
 def sync_cases() -> list[Case]:
-    c = []
-
-    def case(name, build, actors):
-        c.append(Case("sync", name, build, actors))
+    c, case = _collector("sync")
 
     def diverged() -> World:
         w = _w(SYNC, ("r1", "r2"))
@@ -197,10 +198,7 @@ def sync_cases() -> list[Case]:
 
 
 def deletes_cases() -> list[Case]:
-    c = []
-
-    def case(name, build, actors):
-        c.append(Case("deletes", name, build, actors))
+    c, case = _collector("deletes")
 
     def live() -> World:
         w = _w()
@@ -239,10 +237,7 @@ def deletes_cases() -> list[Case]:
 
 
 def mixed_cases() -> list[Case]:
-    c = []
-
-    def case(name, build, actors, share=1.0):
-        c.append(Case("mixed", name, build, actors, share))
+    c, case = _collector("mixed")
 
     six = {f"h{i}": "r1" for i in range(1, 7)}
     case("six hosts on one directory: Stop hooks on one session + a reader",

@@ -65,17 +65,21 @@ class Scheduler:
     def active(self) -> bool:
         return self.running is not None and greenlet.getcurrent() is self.running.g
 
+    def _me(self) -> Actor | None:
+        """The actor calling, or None outside a scheduled run (setup, the final checks: no preemption)."""
+        actor = self.running
+        return actor if actor is not None and greenlet.getcurrent() is actor.g else None
+
     def point(self, label: str = "") -> None:
         """Called before every primitive: give the scheduler the choice of who goes next."""
-        actor = self.running
-        if actor is None or greenlet.getcurrent() is not actor.g:
-            return  # outside a scheduled run (setup, the final checks): no preemption
-        actor.label = label
-        self.main.switch()
+        actor = self._me()
+        if actor is not None:
+            actor.label = label
+            self.main.switch()
 
     def acquire(self, key: Any) -> None:
-        actor = self.running
-        if actor is None or greenlet.getcurrent() is not actor.g:
+        actor = self._me()
+        if actor is None:
             return
         while True:
             held = self.locks.get(key)
@@ -89,14 +93,17 @@ class Scheduler:
             self.main.switch()
 
     def release(self, key: Any) -> None:
-        actor = self.running
-        if actor is None or greenlet.getcurrent() is not actor.g:
+        actor = self._me()
+        if actor is None:
             return
         holder, depth = self.locks[key]
         assert holder is actor
         if depth > 1:
             self.locks[key] = (actor, depth - 1)
             return
+        self._free(key)
+
+    def _free(self, key: Any) -> None:
         del self.locks[key]
         for other in self.actors:
             if other.blocked_on == key:
@@ -123,10 +130,7 @@ class Scheduler:
                 # release whatever it still holds (an exception inside a with-block already did)
                 for key, (holder, _) in list(self.locks.items()):
                     if holder is actor:
-                        del self.locks[key]
-                        for other in self.actors:
-                            if other.blocked_on == key:
-                                other.blocked_on = None
+                        self._free(key)
 
             actor.g = greenlet.greenlet(body, parent=self.main)
         self.running = actor

@@ -43,24 +43,20 @@ SEAM = "fs" in inspect.signature(store_module.Store.__init__).parameters
 
 
 @dataclass
-class Write:
+class Read:
+    """What one operation saw of a key, between steps ``t0`` and ``t1``, on directory ``group``."""
+
     key: tuple
     value: Any
     t0: int
     t1: int
     group: str
     who: str
-    stamp: Any = None
 
 
 @dataclass
-class Read:
-    key: tuple
-    value: Any
-    t0: int
-    t1: int
-    group: str
-    who: str
+class Write(Read):
+    stamp: Any = None  # (stamp, host) the store returned, for ours
 
 
 @dataclass
