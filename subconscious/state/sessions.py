@@ -251,15 +251,14 @@ class SessionFiles:
                 if current is None:
                     return []
                 view_raw = reads["view"].raw if reads["view"] is not None else None
-                if reads["folds"] and current is not None:
-                    # the copies' content must live in this host's version before they are filed away
+                if reads["folds"]:
+                    # the copies' content must live in this host's version before they are filed away;
+                    # adopted as it is (not restamped), so every host folding the same copies writes the
+                    # same view — two replicas folding at once do not make a new conflict
                     own_raw = reads["own"].raw if reads["own"] is not None else None
-                    stamp = self.store._next_stamp(current.stamp)
-                    mine = current.evolve(stamp=stamp, host=self.store.host)
                     self.fs.makedirs(self.own_path(session_id).parent)
-                    if publish(self.fs, self.own_path(session_id), _render(mine), own_raw).redo:
+                    if publish(self.fs, self.own_path(session_id), _render(current), own_raw).redo:
                         continue
-                    current = mine
                 if publish(self.fs, self.view_path(session_id), _render(current), view_raw).redo:
                     continue
                 return self.store._fold(reads["folds"])
