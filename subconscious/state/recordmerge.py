@@ -1,5 +1,7 @@
 """Three-way and n-way merges of the maps inside our files (conversations, settings, a shard's
-fields), ordered exactly as the store orders versions. Pure; used by :mod:`.filemerge`."""
+fields), ordered exactly as the store orders versions (:mod:`.order`: the merge driver's key of a
+readable version is the store's :func:`.order.version_key`). Values are compared as JSON text, never
+with Python's ``==`` alone (``1``/``1.0``/``true``). Pure; used by :mod:`.filemerge`."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .clock import ZERO, Stamp
 from .merge import merge_session_versions
-from .records import RecordError, SessionState, canonical, normalize_record, parse_session, parse_setting, raw_stamp
+from .order import same_json, version_key
+from .records import RecordError, SessionState, canonical, normalize_record, parse_session, parse_setting
 
 _MISSING: Any = object()
 
@@ -19,13 +22,14 @@ OrderKey = tuple
 
 
 def conversation_order(value: Any) -> OrderKey:
-    """Order of versions of one conversations key; the store's ``raw_later`` for valid values, and
-    below every valid value (compared by text) for values the store cannot read."""
+    """Order of versions of one conversations key: the store's :func:`.order.version_key` for valid
+    values, and below every valid value (compared by text) for values the store cannot read. The
+    last part, the written form, only breaks ties between two forms of one version."""
     try:
         n = normalize_record(value)
     except (RecordError, ValueError, TypeError, KeyError):
         return (0, ZERO, "", canonical(value), "")
-    return (1, raw_stamp(n), n["host"], canonical(n), canonical(value))  # last: the written form (ties)
+    return (1, *version_key(n), canonical(value))
 
 
 def setting_order(value: Any) -> OrderKey:
@@ -33,12 +37,12 @@ def setting_order(value: Any) -> OrderKey:
         s = parse_setting(value)
     except (RecordError, ValueError, TypeError):
         return (0, ZERO, "", canonical(value), "")
-    return (1, s.stamp, s.host, canonical(s.to_json()), canonical(value))
+    return (1, *version_key(s.to_json()), canonical(value))
 
 
 def _same(a: Any, b: Any, order: Callable[[Any], OrderKey]) -> bool:
     """The same version (written in the same or another form, e.g. upstream's bare string)."""
-    return a == b or order(a)[:-1] == order(b)[:-1]
+    return same_json(a, b) or order(a)[:-1] == order(b)[:-1]
 
 
 def _pick(a: Any, b: Any, order: Callable[[Any], OrderKey]) -> Any:
@@ -51,7 +55,7 @@ def merge_map2(maps: Iterable[Mapping[str, Any]], order: Callable[[Any], OrderKe
     for m in maps:
         for key, value in m.items():
             have = out.get(key, _MISSING)
-            out[key] = value if have is _MISSING or have == value else _pick(have, value, order)
+            out[key] = value if have is _MISSING or same_json(have, value) else _pick(have, value, order)
     return out
 
 
@@ -80,7 +84,7 @@ def merge_map3(
                 continue
             out[key] = a
         else:
-            out[key] = a if a == b else _pick(a, b, order)
+            out[key] = a if same_json(a, b) else _pick(a, b, order)
     return out
 
 
@@ -139,12 +143,12 @@ def merge_shards(base: Mapping | None, ours: Mapping, theirs: Mapping, host: str
     out: dict[str, Any] = {}
     for key in sorted((set(ours) | set(theirs)) - _SHARD_MERGED):
         a, t, o = ours.get(key, _MISSING), theirs.get(key, _MISSING), b.get(key, _MISSING)
-        if a == t:
+        if same_json(a, t):
             out[key] = a
-        elif a is _MISSING or (o is not _MISSING and a == o):
+        elif a is _MISSING or (o is not _MISSING and same_json(a, o)):
             if t is not _MISSING:
                 out[key] = t
-        elif t is _MISSING or (o is not _MISSING and t == o):
+        elif t is _MISSING or (o is not _MISSING and same_json(t, o)):
             out[key] = a
         else:
             out[key] = later.get(key, earlier.get(key))

@@ -14,25 +14,18 @@ JSON forms (camelCase keys as upstream's TypeScript plugin writes them):
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from .clock import ZERO, Stamp
+from . import order
+from .clock import STAMP_RE, ZERO, Stamp
+from .order import canonical  # noqa: F401  (re-exported: the canonical JSON text of the one order)
 
 LEGACY_HOST = ""  # host recorded for entries written without metadata (upstream)
 
 
 class RecordError(ValueError):
     """A value in a state file that is not of our format."""
-
-
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def canonical(value: Any) -> str:
-    """Compact canonical JSON: sorted keys, no spaces, UTF-8 kept."""
-    return _ENCODER.encode(value)
 
 
 def _stamp_of(obj: Mapping[str, Any]) -> tuple[Stamp, str]:
@@ -128,7 +121,7 @@ def parse_record(value: Any) -> Record:
     return Conversation(conv, agent, stamp, host, _extra(value, _CONV_KEYS))
 
 
-_HLC_RE = re.compile(r"[0-9]{1,16}:[0-9]{1,9}")
+_HLC_RE = STAMP_RE  # the decoder's own definition: the fast path accepts exactly what decode does
 
 
 def normalize_record(value: Any) -> dict[str, Any]:
@@ -152,34 +145,34 @@ def normalize_record(value: Any) -> dict[str, Any]:
     return parse_record(value).to_json()
 
 
-def raw_stamp(value: Mapping[str, Any]) -> Stamp:
-    """The stamp of a normalized value."""
-    wall, _, count = value["hlc"].partition(":")
-    return Stamp(int(wall), int(count))
-
-
-def raw_later(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """:func:`later` for normalized values, without building records."""
-    sa, sb = raw_stamp(a), raw_stamp(b)
-    if sa != sb:
-        return sa > sb
-    if a["host"] != b["host"]:
-        return a["host"] > b["host"]
-    return canonical(a) >= canonical(b)
+raw_stamp = order.stamp_of  # the stamp of a normalized value
+raw_later = order.wins  # :func:`later` for normalized values, without building records
 
 
 # --------------------------------------------------------------------------- settings
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Setting:
-    """A last-writer-wins value shared by every host of a home (e.g. the pinned agent)."""
+    """A last-writer-wins value shared by every host of a home (e.g. the pinned agent).
+
+    Two settings are equal when their JSON is (``value`` 1, 1.0 and true are three settings), as the
+    one order (:mod:`.order`) sees them; Python's ``==`` on the values would merge them by read order.
+    """
 
     value: Any
     stamp: Stamp
     host: str
 
     deleted = False
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Setting):
+            return NotImplemented
+        return self.stamp == other.stamp and self.host == other.host and order.same_json(self.value, other.value)
+
+    def __hash__(self) -> int:
+        return hash((self.stamp, self.host, canonical(self.value)))
 
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "hlc": self.stamp.encode(), "host": self.host}
@@ -193,17 +186,13 @@ def parse_setting(value: Any) -> Setting:
 
 
 def order_key(record: Conversation | Tombstone | Setting) -> tuple[Stamp, str, str]:
-    """Total order of versions of one key: clock, then host, then content (same on every host)."""
-    return (record.stamp, record.host, canonical(record.to_json()))
+    """Total order of versions of one key: :func:`.order.version_key` of the record's JSON form."""
+    return order.version_key(record.to_json())
 
 
 def later(a: Conversation | Tombstone | Setting, b: Conversation | Tombstone | Setting) -> bool:
-    """``order_key(a) >= order_key(b)``, computing content only when clock and host tie."""
-    if a.stamp != b.stamp:
-        return a.stamp > b.stamp
-    if a.host != b.host:
-        return a.host > b.host
-    return a == b or canonical(a.to_json()) >= canonical(b.to_json())
+    """``order_key(a) >= order_key(b)``: :func:`.order.wins` on the JSON forms."""
+    return a is b or order.wins(a.to_json(), b.to_json())
 
 
 # --------------------------------------------------------------------------- sessions
