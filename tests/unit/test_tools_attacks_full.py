@@ -323,20 +323,20 @@ def test_bash_cannot_change_existing_ones_nor_read_the_subconscious_state(world)
             fh.write("orig\n")
     os.makedirs(world.p(".letta/claude/hosts"))
     with open(world.p(".letta/claude/hosts/h.json"), "w") as fh:
-        fh.write('{"secret": "STATE-7777"}\n')
+        fh.write('{"hlc": "STATE-7777"}\n')  # not secret-looking: redaction must not be what hides it
     with open(world.p(".env"), "w") as fh:
-        fh.write("API_TOKEN=ENVSECRET-31337\n")
+        fh.write("DEBUG=ENVVALUE-31337\n")
     world.own()
     r = call(world.proj, "Bash", command=(
         "cat .letta/claude/hosts/h.json .env; ls -A .letta; "
         "for t in .claude/settings.json .envrc .vscode/tasks.json sub/.git/config .git/hooks/pre-commit; do "
         "echo PWNED > $t; done; mv .claude x 2>&1; rm -rf .vscode sub/.git 2>&1; "
         "echo PWNED > .letta/claude/hosts/h.json; true"))
-    assert "STATE-7777" not in r.output and "ENVSECRET-31337" not in r.output, r.output
+    assert "STATE-7777" not in r.output and "ENVVALUE-31337" not in r.output, r.output
     for t in (".claude/settings.json", ".envrc", ".vscode/tasks.json", "sub/.git/config", ".git/hooks/pre-commit"):
         assert open(world.p(t)).read() == "orig\n", (t, r.output)
     assert "STATE-7777" in open(world.p(".letta/claude/hosts/h.json")).read()
-    assert "ENVSECRET-31337" in open(world.p(".env")).read()
+    assert "ENVVALUE-31337" in open(world.p(".env")).read()
 
 
 def test_bash_never_lets_the_host_see_them_while_it_runs(world):
