@@ -176,6 +176,7 @@ _RULES: list[tuple[re.Pattern[str], Spans, tuple[str, ...]]] = [
 ]
 
 _ALL_WORDS = tuple(sorted({"private key"} | {w for _p, _s, words in _RULES for w in words}))
+_ANY_WORD = re.compile("|".join(re.escape(w) for w in _ALL_WORDS))  # one scan decides most lines
 _TOKEN_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _TO_RUNS = bytes(0x61 if chr(i) in _TOKEN_SET else 0x20 for i in range(256))  # token char -> "a", else " "
 _A24, _A40 = b"a" * 24, b"a" * 40
@@ -232,7 +233,7 @@ def find_secrets(text: str) -> list[tuple[int, int]]:
     """Spans of ``text`` that :func:`redact` replaces (first pass), sorted; they may overlap."""
     found: list = []
     lower = text.lower()
-    present = {w for w in _ALL_WORDS if w in lower}
+    present = {w for w in _ALL_WORDS if w in lower} if _ANY_WORD.search(lower) else ()
     if present:
         n = len(text)
         whole = n <= 2048 or len(lower) != n  # short (a transcript line), or lower() changed lengths

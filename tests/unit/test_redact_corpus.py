@@ -76,11 +76,13 @@ def test_key_body_without_its_header():
     "rk_live_51HxQv2Lk8bYt0aZ1c9dEfGhIjKlMnOpQrStUvWx", "rk_test_4eC39HqLyjWDarjtT1zdp7dc",
     "Cookie: session=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
     "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF1xYz8BCADGf2k0\n=Ab12\n-----END PGP PRIVATE KEY BLOCK-----",
+    "Cookie: sid=eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiIsInJvbGUiOiJvd25lciJ9.",  # unsigned: no long run at all
 ])
 def test_formats_that_passed_before(text):
     out = redact(text)
     assert REDACTED in out
-    for piece in ("51HxQv2Lk8bYt0aZ1c9d", "4eC39HqLyjWDarjtT1zd", "dozjgNryP4J3jVmNHl0w", "lQOYBF1xYz8BCADGf2k0"):
+    for piece in ("51HxQv2Lk8bYt0aZ1c9d", "4eC39HqLyjWDarjtT1zd", "dozjgNryP4J3jVmNHl0w", "lQOYBF1xYz8BCADGf2k0",
+                  "eyJzdWIiOiJhZG1pbiIsInJvbGUiOiJvd25lciJ9"):
         assert piece not in out
 
 
