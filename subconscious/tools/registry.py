@@ -62,8 +62,9 @@ DESCRIPTIONS = {
     "Glob": "List the user's project files whose path matches a glob, most recently modified first." + _SEES,
     "Write": "Create or overwrite a file in the user's project (only when the session clearly asks for it)." + _SEES,
     "Edit": "Replace exact text in a file of the user's project (only when the session clearly asks for it)." + _SEES,
-    "Bash": "Run a shell command in the user's project directory inside a sandbox: no network, the rest of the "
-            "filesystem read-only, the home directory hidden, killed after the time limit.",
+    "Bash": "Run a shell command in the user's project directory inside a sandbox: no network, only /usr and a few "
+            "/etc files besides the project, no home directory; .git, .claude, .envrc, editor and CI config are "
+            "read-only; output, processes, memory and time are limited.",
 }
 
 
