@@ -5,6 +5,12 @@
   sync engine sees the old file or the new one, never a torn one, even after SIGKILL or power loss.
 - A file that does not parse is never overwritten blindly: its bytes are copied to ``quarantine/``
   under a name that says what was wrong (deduplicated by content hash) and reported.
+- Hostile files: reading never follows a symbolic link, never opens a FIFO, socket or device, and
+  refuses files over the size cap (:mod:`subconscious.state.fs`). Such a file is reported as
+  ``unsafe-file`` and never copied anywhere (a link could point at an SSH key: its bytes must not
+  reach the synced folder). Every way JSON can fail — deep nesting, huge integers, bad UTF-8 —
+  is one "unparseable" (:mod:`subconscious.state.jsontext`); a UTF-8 byte-order mark is accepted.
+- Names made from a file's name stay under NAME_MAX (255 bytes), with room for our temp-file names.
 """
 
 from __future__ import annotations
@@ -17,11 +23,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .fs import REAL
+from .jsontext import BOM, Unparseable, loads_state
 from .textforms import has_conflict_markers, split_conflict_sides
 
 from ..atomic import DIR_MODE, FILE_MODE, atomic_write, ensure_dir  # noqa: F401 (re-exported)
 
 QUARANTINE = "quarantine"
+NAME_MAX = 255  # bytes in one file name (ext4, APFS, NTFS in UTF-16 units: no less for our names)
+ASIDE_NAME_MAX = 200  # a quarantined file's name: + ".about.json" + an atomic-write temp name's extras
+UNSAFE = "unsafe-file"  # a symlink, FIFO, socket, device, directory or over-large file: never read
+
+
+def fit_name(name: str, limit: int = NAME_MAX) -> str:
+    """``name`` if it takes at most ``limit`` bytes (UTF-8), else as much of it as fits, whole characters
+    only, then ``~`` and 12 hex digits of a hash of the whole name (so different names stay different)."""
+    data = name.encode("utf-8", "surrogateescape")
+    if len(data) <= limit:
+        return name
+    tag = "~" + hashlib.sha256(data).hexdigest()[:12]
+    head = data[: limit - len(tag)].decode("utf-8", "ignore")  # a character cut in two is dropped
+    while len(head.encode("utf-8", "surrogateescape")) > limit - len(tag):
+        head = head[:-1]
+    return head + tag
 
 
 @dataclass(frozen=True)
@@ -47,7 +71,9 @@ class ReadResult:
 def set_aside(path: Path, raw: bytes, kind: str, root: Path, host: str) -> Path:
     """Copy ``raw`` (the bytes of ``path``) into ``root/quarantine`` once per distinct content."""
     digest = hashlib.sha256(raw).hexdigest()[:12]
-    target = ensure_dir(root / QUARANTINE) / f"{path.name}.{kind}.{digest}"
+    suffix = f".{kind}.{digest}"
+    name = fit_name(path.name, ASIDE_NAME_MAX - len(suffix.encode("utf-8", "surrogateescape")))
+    target = ensure_dir(root / QUARANTINE) / (name + suffix)
     if not target.exists():
         atomic_write(target, raw)
         note = {
@@ -65,42 +91,53 @@ def set_aside(path: Path, raw: bytes, kind: str, root: Path, host: str) -> Path:
 def read_json(path: Path, *, root: Path, host: str, keep: bool = True) -> ReadResult:
     """Read ``path`` as JSON, recovering what can be recovered.
 
-    Missing → no values. Git conflict markers → each side that parses (the original is set aside).
-    Anything else unparseable → no values, the original set aside, a problem reported. The file
-    itself is left untouched: the caller decides whether a regenerated version may replace it.
-    ``keep=False`` (read-only callers such as ``status``) reports without setting anything aside.
+    Missing → no values. A symlink, FIFO, socket, device, directory or over-large file → no values and
+    an ``unsafe-file`` problem: never followed, opened for reading or copied. Otherwise
+    :func:`parse_json` of its bytes. The file itself is left untouched: the caller decides whether a
+    regenerated version may replace it. ``keep=False`` (read-only callers such as ``status``) reports
+    without setting anything aside.
+    """
+    got = REAL.read(Path(path))
+    if got.status == "missing":
+        return ReadResult()
+    if got.status in ("symlink", "special", "too-large"):
+        # something is there; its bytes are never read, so none can be set aside
+        return ReadResult(problems=[Problem(UNSAFE, str(path), f"{got.detail}: not read, never copied")],
+                          exists=True)
+    if not got.ok:
+        return ReadResult(problems=[Problem("unreadable", str(path), f"cannot read: {got.detail}")])
+    return parse_json(path, got.data, root=root, host=host, keep=keep)
+
+
+def parse_json(path: Path, raw: bytes, *, root: Path, host: str, keep: bool = True) -> ReadResult:
+    """The JSON values the bytes ``raw`` of the regular file ``path`` stand for.
+
+    Git conflict markers → each side that parses (the original is set aside). Anything else that
+    :func:`~subconscious.state.jsontext.loads_state` refuses → no values, the original set aside
+    (``keep``), a problem reported.
     """
 
     def aside(kind: str) -> str | None:
         return str(set_aside(path, raw, kind, root, host)) if keep else None
 
-    result = ReadResult()
+    result = ReadResult(exists=True, raw=raw)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+        result.values.append(loads_state(raw))
         return result
-    except OSError as exc:
-        result.problems.append(Problem("unreadable", str(path), f"cannot read: {exc.strerror}"))
-        return result
-    result.exists, result.raw = True, raw
+    except Unparseable as exc:
+        first_error = exc.reason
     try:
-        text = raw.decode("utf-8")
+        text = raw[len(BOM):].decode("utf-8") if raw.startswith(BOM) else raw.decode("utf-8")
     except UnicodeDecodeError:
-        result.problems.append(Problem("unparseable", str(path), "not UTF-8 text", aside("unparseable")))
-        return result
-    try:
-        result.values.append(json.loads(text))
-        return result
-    except json.JSONDecodeError as exc:
-        first_error = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        text = ""
     if has_conflict_markers(text):
         kept = aside("git-conflict")
         sides = split_conflict_sides(text)
         parsed = []
         for side in sides:
             try:
-                parsed.append(json.loads(side))
-            except json.JSONDecodeError:
+                parsed.append(loads_state(side))
+            except Unparseable:
                 pass
         result.values.extend(parsed)
         result.problems.append(
