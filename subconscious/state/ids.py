@@ -2,6 +2,12 @@
 
 Session ids come from Claude Code's hook input and host ids from the environment; both end up in
 paths (``session-<id>.json``, ``hosts/<host>.json``). Nothing reaches the file system unchecked.
+
+A session id whose file name would read as a sync engine's conflict copy (``abc_conflict-20261130-063049``
+is Nextcloud's copy of session ``abc``) is refused by :func:`check_session_id`, the check every id from
+outside (hook input, the worker's command line) and every id that becomes a file name goes through.
+:func:`is_session_id` is the grammar alone: :mod:`subconscious.state.conflicts` builds on it to tell
+copies from originals, so it must accept the ids inside a copy's name.
 """
 
 from __future__ import annotations
@@ -11,6 +17,9 @@ import re
 SESSION_ID_MAX = 128
 _SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 _HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# The engine markers that fit the grammar (Nextcloud's legacy copies, OneDrive's Linux client); only an
+# id that holds one pays for importing the classifier, which decides.
+_COPY_LIKE = re.compile(r"_conflict-\d{8}-\d{6}|-safeBackup-\d{4}")
 
 
 class InvalidIdentifier(ValueError):
@@ -34,10 +43,19 @@ def check_session_id(value: object) -> str:
             f"refusing session id {_describe(value)}: expected 1-{SESSION_ID_MAX} characters of "
             "letters, digits, '-' or '_'"
         )
+    if _COPY_LIKE.search(value):
+        from .conflicts import is_original
+
+        if not is_original(f"session-{value}.json"):
+            raise InvalidIdentifier(
+                f"refusing session id {_describe(value)}: its file would read as a sync engine's conflict "
+                "copy of another session's file"
+            )
     return value
 
 
 def is_session_id(value: object) -> bool:
+    """The grammar of :func:`check_session_id` only (see the module docstring)."""
     return isinstance(value, str) and _SESSION_RE.fullmatch(value) is not None
 
 
