@@ -1,6 +1,8 @@
 """Running one Claude Code hook so that it can never break Claude Code.
 
-- stdin is read once (capped at 8 MiB) and parsed; malformed input is logged, not raised;
+- stdin is read once (capped at 8 MiB) and parsed as the store parses its files
+  (:func:`subconscious.state.jsontext.loads_state`: a BOM is fine; deep nesting, huge integers, NaN,
+  bad UTF-8 are all just "malformed"); malformed input is logged with a one-line reason, not raised;
 - a hard deadline below the hook's timeout in hooks.json: when it passes, the reason is logged and the
   process exits 0 at once (SIGALRM), whatever it was waiting on;
 - any exception is logged with a one-line reason (the traceback only with LETTA_DEBUG), never printed;
@@ -10,13 +12,14 @@
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from .state.jsontext import loads_state
 
 # event name on the command line → (module, deadline in seconds; hooks.json timeouts are 15/10/5/120)
 EVENTS: dict[str, tuple[str, float]] = {
@@ -100,10 +103,10 @@ def run(event_name: str, stdin=None, stdout=None) -> int:
         raw = stdin.buffer.read(STDIN_CAP + 1) if hasattr(stdin, "buffer") else stdin.read(STDIN_CAP + 1)
         if len(raw) > STDIN_CAP:
             raise ValueError(f"hook input larger than {STDIN_CAP} bytes")
-        data = json.loads(raw or "{}")
+        data = loads_state(raw) if raw else {}
         if not isinstance(data, dict):
             raise ValueError(f"hook input is a JSON {type(data).__name__}, expected an object")
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, OSError) as exc:  # Unparseable and UnicodeDecodeError are ValueErrors
         if log:
             log.warning("hook %s: malformed input on stdin (%s); did nothing", event_name, str(exc)[:200])
         return 0
