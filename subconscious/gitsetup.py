@@ -198,10 +198,18 @@ def _write_keeping_mode(path: Path, text: str) -> None:
 
 
 def _update_file(path: Path, rules: list[str]) -> bool:
-    try:
-        old = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    from .state.fs import REAL
+
+    got = REAL.read(path, 8 << 20)  # never follows a link (a write would replace it) nor opens a FIFO
+    if got.status == "missing":
         old = ""
+    elif not got.ok:
+        raise GitSetupError(f"{path}: {got.detail}; not changed (add the rules yourself: sync/README.md)")
+    else:
+        try:
+            old = got.data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads
+        except UnicodeDecodeError as exc:
+            raise GitSetupError(f"{path} is not UTF-8 text; not changed") from exc
     new = with_block(old, rules)
     if new == old:
         return False

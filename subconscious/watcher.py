@@ -43,7 +43,7 @@ def candidates(home: Path) -> frozenset[Candidate]:
     for directory, names_here in ((home, found), (home / HOSTS, [c.name for c in copies.find(host_names, "hosts")])):
         for name in names_here:
             try:
-                st = os.stat(directory / name)
+                st = os.lstat(directory / name)
             except OSError:
                 continue
             out.add((str(directory), name, st.st_size, st.st_mtime_ns))

@@ -28,14 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read(path: str, what: str, optional: bool = False) -> bytes | None:
-    try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
+    """git's temp file: a regular file, read without following links or blocking (see state.fs)."""
+    from ..state.fs import REAL
+
+    got = REAL.read(Path(path))
+    if got.ok:
+        return got.data
+    if got.status == "missing":
         if optional:
             return None
         raise SystemExit(_usage(f"{what} file {path!r} does not exist"))
-    except OSError as exc:
-        raise SystemExit(_usage(f"cannot read {what} file {path!r}: {exc.strerror}"))
+    raise SystemExit(_usage(f"cannot read {what} file {path!r}: {got.detail}"))
 
 
 def _usage(message: str) -> int:

@@ -22,7 +22,6 @@ No I/O here; property tests in tests/unit/test_filemerge.py.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -37,6 +36,7 @@ from .recordmerge import (  # noqa: F401  (re-exported: the merges callers and t
     setting_order,
     _fold_shards,
 )
+from .jsontext import Unparseable, loads_state
 from .records import RecordError, parse_session
 from .textforms import dumps_canonical, has_conflict_markers, split_conflict_sides
 
@@ -67,24 +67,26 @@ class Version:
 
 
 def read_version(raw: bytes, label: str) -> Version:
-    """Parse bytes as JSON; a text with conflict markers gives each side that parses."""
+    """Parse bytes as JSON (:func:`~subconscious.state.jsontext.loads_state`: a BOM is fine; deep
+    nesting, huge integers and the like are just unreadable); a text with conflict markers gives each
+    side that parses."""
     if not raw.strip():
         return Version(label, raw)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return Version(label, raw, problem="not UTF-8 text")
+        return Version(label, raw, (loads_state(raw),))
+    except Unparseable as exc:
+        error = exc.reason
     try:
-        return Version(label, raw, (json.loads(text),))
-    except json.JSONDecodeError as exc:
-        error = f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return Version(label, raw, problem=error)
     if has_conflict_markers(text):
         sides = split_conflict_sides(text)
         values = []
         for side in sides:
             try:
-                values.append(json.loads(side))
-            except json.JSONDecodeError:
+                values.append(loads_state(side))
+            except Unparseable:
                 pass
         problem = None if len(values) == len(sides) else f"git conflict markers: {len(values)} of {len(sides)} sides parse"
         return Version(label, raw, tuple(values), problem, conflicted=True)
