@@ -507,8 +507,7 @@ class Store:
 
     def fold_all(self) -> dict[str, int]:
         """Fold every conflict copy in the home (the watcher's and ``doctor --fix``'s job)."""
-        before = self.read().copies
-        self.refresh()
+        before = self.refresh().copies  # one read of everything: the write's own (100,000 entries: ~0.5 s)
         names = self.fs.listdir(self.home)
         sessions = {c.original for c in copies.find(names, "root") if c.original != CONVERSATIONS}
         listing = frozenset(names)
