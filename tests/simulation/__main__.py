@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--scenario", action="append")
     ap.add_argument("--no-publish", action="store_true")
+    ap.add_argument("--no-exchange", action="store_true", help="exchange answers False; link still works")
     ap.add_argument("--store-at")
     ap.add_argument("--stop-after", type=int, default=None, help="stop a case after this many bad schedules")
     ap.add_argument("--show", type=int, default=1, help="failing schedules printed per scenario")
@@ -51,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.no_publish:
         world.FS_OPTIONS.update(exchange_ok=False, link_ok=False)
+    if args.no_exchange:
+        world.FS_OPTIONS.update(exchange_ok=False)
     budget = FULL if args.full else CI
     seed = SEED if args.seed is None else args.seed
     import subconscious
