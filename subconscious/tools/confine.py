@@ -440,7 +440,7 @@ class Root:
                 if self._entry_limits(stats, deadline, max_entries):
                     return
                 name = e.name
-                if is_git_name(name) or is_secret_dir(name):
+                if hidden_part(name, is_dir=True):
                     continue
                 rel = f"{d}/{name}" if d else name
                 try:
@@ -487,7 +487,7 @@ class Root:
             for e in entries:
                 if self._entry_limits(stats, deadline, max_entries):
                     return
-                if is_git_name(e.name) or is_secret_dir(e.name):
+                if hidden_part(e.name, is_dir=True):
                     continue
                 rel = f"{d}/{e.name}" if d else e.name
                 try:

@@ -76,6 +76,8 @@ def hidden_part(name: str, *, is_dir: bool) -> str | None:
     """Why a path component with this name is never shown (None: its name is fine)."""
     if is_git_name(name):
         return "files inside .git are not shown"
+    if fold(name) == ".letta":
+        return "the subconscious's own state (.letta) is never shown"
     if is_secret_dir(name):
         return "directories that hold credentials (%s) are never shown" % name
     if not is_dir and is_secret_name(name):

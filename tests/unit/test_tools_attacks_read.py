@@ -389,3 +389,18 @@ def test_grep_line_numbers_stay_right_after_a_redacted_private_key(tmp_path):
     root = _root(proj)
     assert call(readers.grep, root, pattern="AFTER_KEY") == "notes.txt:9:AFTER_KEY here"
     assert call(readers.grep, root, pattern="MIIE").startswith("No matches")
+
+
+@pytest.mark.parametrize("state_dir", [".letta", ".LETTA", ".letta."])
+def test_the_subconscious_own_state_in_the_project_is_never_shown(tmp_path, state_dir):
+    """A home inside the project (LETTA_HOME unset): a shard is readable text that says which key
+    encrypts the home and which agent serves it; the agent's tools must not see it."""
+    proj = tmp_path / "p"
+    (proj / state_dir / "claude" / "hosts").mkdir(parents=True)
+    (proj / state_dir / "claude" / "hosts" / "h1.json").write_text('{"settings": "STATE_FILE_MARKER"}\n')
+    (proj / "ok.txt").write_text("fine\n")
+    root = _root(proj)
+    out = (call(readers.read, root, file_path=f"{state_dir}/claude/hosts/h1.json")
+           + call(readers.grep, root, pattern="STATE_FILE_MARK[E]R"))
+    assert "STATE_FILE_MARKER" not in out
+    assert "h1.json" not in call(readers.glob, root, pattern="**/*.json")
