@@ -57,13 +57,20 @@ def wins(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return canonical(a) >= canonical(b)
 
 
+_STR = frozenset({str})
+
+
 def same_json(a: Any, b: Any) -> bool:
-    """Equal as JSON text (``1``, ``1.0`` and ``true`` are three values), cheaply for strings."""
+    """Equal as JSON text (``1``, ``1.0`` and ``true`` are three values). Cheap for strings and for
+    objects whose fields are all strings (``==`` is exact there); anything else compares canonical
+    text."""
     if a is b:
         return True
     if type(a) is str or type(b) is str or a is None or b is None:
         return a == b
-    return a == b and canonical(a) == canonical(b)
+    if a != b:
+        return False
+    return (type(a) is dict and _STR.issuperset(map(type, a.values()))) or canonical(a) == canonical(b)
 
 
 def exact_eq(value: Mapping[str, Any]) -> bool:

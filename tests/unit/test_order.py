@@ -4,7 +4,7 @@ JSON (``1``, ``1.0``, ``true``) cannot make the result depend on the order the s
 
 import itertools
 
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from subconscious.state.clock import Stamp
 from subconscious.state.merge import merge_maps, merge_raw, merge_session_versions
@@ -188,3 +188,14 @@ def test_a_shards_unknown_fields_merge_to_the_same_bytes_whichever_side_is_ours(
 
     base = shard(o) if o is not None else None
     assert canonical(merge_shards(base, shard(x), shard(y))) == canonical(merge_shards(base, shard(y), shard(x)))
+
+
+@given(st.one_of(json_equalish, stored_values), st.one_of(json_equalish, stored_values))
+@example(1, 1.0)
+@example({"a": [True]}, {"a": [1]})
+@example({"conversationId": "c", "hlc": "1:0", "host": "h", "n": 0.0}, {"conversationId": "c", "hlc": "1:0", "host": "h", "n": -0.0})
+def test_same_json_is_equality_of_canonical_text(a, b):
+    from subconscious.state.order import same_json
+
+    for x, y in ((a, b), (a, a), (b, a)):
+        assert same_json(x, y) is (canonical(x) == canonical(y))
