@@ -21,6 +21,7 @@ from typing import Mapping
 
 from .clock import ZERO, Stamp, tick
 from .merge import merge_raw
+from .order import same_json
 from .records import LEGACY_HOST, raw_stamp
 
 FLOOR_SETTING = "tombstone-floor"
@@ -59,16 +60,16 @@ def view_versions(view: Mapping[str, dict], shards: Mapping[str, Mapping[str, di
     out: dict[str, dict] = {}
     for key, value in view.items():
         won = winners.get(key)
-        if won is not None and (value is won or value == won):
+        if won is not None and (value is won or same_json(value, won)):
             continue
         if _unstamped(value):
             if won is None:
                 out[key] = value
-            elif content(value) != content(won):
+            elif not same_json(content(value), content(won)):
                 out[key] = bumped(value, raw_stamp(won))
             continue
         mine = shards.get(value.get("host", ""), {}).get(key)
-        if mine is not None and mine.get("hlc") == value.get("hlc") and content(mine) != content(value):
+        if mine is not None and mine.get("hlc") == value.get("hlc") and not same_json(content(mine), content(value)):
             above = max(raw_stamp(mine), raw_stamp(won)) if won is not None else raw_stamp(mine)
             out[key] = bumped(value, above)
             continue
@@ -134,7 +135,7 @@ def plan_conversations(
     """
     adopt = {}
     for key, value in winners.items():
-        if shard_winners.get(key) == value:
+        if (have := shard_winners.get(key)) is not None and same_json(have, value):
             continue
         adopt[key] = dict(value, hlc=stamp.encode(), host=host) if value.get("host") == LEGACY_HOST else value
     merged = merge_raw([winners, adopt, change])

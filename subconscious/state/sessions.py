@@ -18,6 +18,7 @@ from .clock import ZERO, tick
 from .files import Problem
 from .ids import check_session_id, is_host_id, is_session_id
 from .merge import merge_session_versions, merge_sessions
+from .order import canonical, same_json
 from .publish import DISPLACED, displaced_names, publish
 from .records import LEGACY_HOST, RecordError, SessionState, parse_session
 from .sources import Read, Source, copy_source
@@ -44,7 +45,8 @@ def _sid_of(name: str) -> str | None:
 
 
 def _group(state: SessionState) -> tuple:
-    return (state.conversation_id, state.agent_id, state.last_block_values, state.last_seen_message_id, state.extra)
+    return canonical([state.conversation_id, state.agent_id, state.last_block_values, state.last_seen_message_id,
+                      state.extra])
 
 
 def session_view_version(view: SessionState, hosts: dict[str, SessionState], winner: SessionState | None) -> SessionState:
@@ -271,4 +273,4 @@ def _render(state: SessionState) -> bytes:
 
 def _same_content(a: SessionState, b: SessionState) -> bool:
     strip = lambda s: {k: v for k, v in s.to_json().items() if k not in ("hlc", "host")}  # noqa: E731
-    return strip(a) == strip(b)
+    return same_json(strip(a), strip(b))
