@@ -51,6 +51,7 @@ from .records import (
 from .sessions import SessionFiles, session_file_name
 from .sources import Read, Reader, Source, _short, copy_source
 from .textforms import TEMP_PREFIX, dumps_canonical
+from .viewlines import ViewLines, member_lines, read_against
 
 __all__ = ["Snapshot", "ShardInfo", "Store", "StoreError", "open_store", "session_file_name"]
 
@@ -123,6 +124,8 @@ class _Read:
     shard_clocks: list[Stamp] = field(default_factory=list)
     displaced: list[Read] = field(default_factory=list)
     folds: list[Read] = field(default_factory=list)  # conflict copies to fold once merged
+    view_lines: ViewLines | None = None  # the view's entry lines, once it was read clean
+    want_view_lines: bool = False  # copies or displaced versions of the view follow it
     floor: Stamp = ZERO  # the tombstone prune floor
 
 
@@ -233,13 +236,18 @@ class Store:
 
     def _read_view(self, got: _Read, source: Source, shard_maps: dict[str, dict], from_shards: dict,
                    floor: Stamp) -> dict[str, dict]:
-        read = self.reader.read(source)
+        lines = got.view_lines if source.kind != "view" else None
+        # a copy or displaced version mostly repeats the view: read only the lines the view lacks
+        read = self.reader.read(source, None if lines is None else (lambda raw: read_against(raw, lines)))
         merged: dict[str, dict] = {}
         maps = []
         for value in read.values:
             if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
                 value = {k: v for k, v in value.items() if from_shards.get(k) != v}
             maps.append(self._parse_map(read, value, normalize_record, "conversations"))
+        if (source.kind == "view" and got.want_view_lines and len(read.values) == 1 and not read.problems
+                and read.raw is not None):
+            got.view_lines = member_lines(read.raw, read.values[0])
         if not self._accept(got, read, bool(maps) or not read.values):
             return {}
         for m in maps:
@@ -324,6 +332,7 @@ class Store:
         view_sources = [Source(self.view_path, "view")]
         view_sources += [Source(self.home / n, "displaced") for n in displaced_names(names, CONVERSATIONS)]
         view_sources += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", CONVERSATIONS)]
+        got.want_view_lines = len(view_sources) > 1
         for source in view_sources:
             extras.append(self._read_view(got, source, shard_maps, from_shards, floor))
         snap.raw = merge_raw([from_shards, *extras])

@@ -1,0 +1,86 @@
+"""A copy of the view read by the lines it does not share with the view (state/viewlines.py) says
+exactly what the whole parse says, or the reader falls back to the whole parse."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from subconscious.state.jsontext import Unparseable, loads_state
+from subconscious.state.textforms import dumps_canonical
+from subconscious.state.viewlines import member_lines, read_against
+
+
+def entry(i: int, host: str = "h1") -> dict:
+    return {"agentId": "a", "conversationId": f"c{i}", "hlc": f"{1000 + i}:0", "host": host}
+
+
+VIEW = {f"s{i}": entry(i) for i in range(8)}
+VIEW_RAW = dumps_canonical(VIEW, expand=1).encode()
+LINES = member_lines(VIEW_RAW, loads_state(VIEW_RAW))
+
+
+def rebuilt(raw: bytes) -> dict | None:
+    """What the reader makes of ``raw``: the view's entries on lines ``raw`` shares, then the rest."""
+    rest = read_against(raw, LINES)
+    if rest is None:
+        return None
+    shared = raw[2:-3].split(b",\n")
+    out = {LINES.by_line[line]: VIEW[LINES.by_line[line]] for line in shared if line in LINES.by_line}
+    return out | rest
+
+
+def whole(raw: bytes):
+    try:
+        return loads_state(raw)
+    except Unparseable:
+        return "unparseable"
+
+
+def test_the_view_is_one_entry_per_line():
+    assert LINES is not None and len(LINES.by_line) == len(VIEW)
+    assert member_lines(b'{\n  "a": {"x": 1},\n  "a": {"x": 2}\n}\n', {"a": {"x": 2}}) is None  # a key twice
+    assert member_lines(json.dumps(VIEW, indent=2).encode(), VIEW) is None  # upstream's layout
+
+
+changes = st.lists(st.tuples(st.sampled_from(["s1", "s3", "s7", "new", "s1"]), st.integers(0, 3)), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(changes, st.lists(st.sampled_from(list(VIEW)), max_size=3))
+def test_a_copy_in_our_layout_reads_as_the_whole_parse(changed, dropped):
+    copy = dict(VIEW)
+    for key in dropped:
+        copy.pop(key, None)
+    for key, n in changed:
+        copy[key] = entry(100 + n, "h2")
+    raw = dumps_canonical(copy, expand=1).encode() if copy else b"{}\n"
+    got = rebuilt(raw)
+    assert got is None or got == whole(raw)
+    if copy:
+        assert got == copy  # our own layout always takes the short way
+
+
+@pytest.mark.parametrize("raw", [
+    # a line of the view nested inside another entry, or inside an array: not the view's entry at all
+    b'{\n  "x": {"in": 1,\n' + VIEW_RAW[2:-3].split(b",\n")[1] + b',\n  "z": 2}\n}\n',
+    b'{\n  "x": [1,\n' + VIEW_RAW[2:-3].split(b",\n")[1] + b',\n  2]\n}\n',
+    # a key given on a shared line and again on a line of its own (the later one wins)
+    VIEW_RAW[:-3] + b',\n  "s1": {"agentId":"a","conversationId":"other","hlc":"1:0","host":"h9"}\n}\n',
+    b'{\n  "s1": {"agentId":"a","conversationId":"other","hlc":"1:0","host":"h9"},\n' + VIEW_RAW[2:],
+    # the same shared line twice, a missing comma, a trailing comma, a BOM, NaN, escapes in strings
+    VIEW_RAW[:-3] + b",\n" + VIEW_RAW[2:-3].split(b",\n")[0] + b"\n}\n",
+    VIEW_RAW.replace(b"},\n", b"}\n", 1),
+    VIEW_RAW[:-3] + b",\n}\n",
+    b"\xef\xbb\xbf" + VIEW_RAW,
+    VIEW_RAW[:-3] + b',\n  "n": {"x": NaN}\n}\n',
+    VIEW_RAW[:-3] + b',\n  "q\\"": {"x": "a\\\\\\"},\\n"}\n}\n',
+    VIEW_RAW[:-3] + b',\n  "e": {"x": "\\ud800"}\n}\n',
+    VIEW_RAW[:-3] + b',\n  "u": {"x": "\xff"}\n}\n',
+    b"{\n}\n",
+])
+def test_anything_else_is_the_whole_parse_or_falls_back_to_it(raw):
+    got = rebuilt(raw)
+    assert got is None or got == whole(raw)
