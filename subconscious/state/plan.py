@@ -119,7 +119,7 @@ def plan_conversations(
     shard_winners: Mapping[str, dict],
     own: Mapping[str, dict],
     change: Mapping[str, dict],
-    stamp: Stamp,
+    stamp: Stamp,  # what versions stamped when first seen get: below every stamp in ``change``
     host: str,
     sources: list[Mapping[str, dict]],
     shard_clocks: list[Stamp],

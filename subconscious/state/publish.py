@@ -95,7 +95,17 @@ def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable:
         return DONE
     tmp = _new(fs, path, data, durable)
     if current is None:
-        if fs.link(tmp, path):
+        try:
+            created = fs.link(tmp, path)
+        except FileNotFoundError:
+            raise
+        except OSError:  # no hard links here: a rename is the best this file system offers
+            if fs.read(path).status != "missing":
+                fs.unlink(tmp)
+                return Outcome(False, True)
+            fs.replace(tmp, path, durable=durable)
+            return DONE
+        if created:
             fs.unlink(tmp)
             return DONE
         fs.unlink(tmp)  # someone created it meanwhile: merge theirs first

@@ -374,16 +374,23 @@ class Store:
 
     def _next_stamp(self, seen: Stamp) -> Stamp:
         """Issue a stamp (call under the host lock). Persisted so it never repeats or goes back."""
+        return self._next_stamps(seen, 1)[0]
+
+    def _next_stamps(self, seen: Stamp, n: int) -> list[Stamp]:
+        """Issue ``n`` increasing stamps after ``seen`` and this host's last one (one clock write)."""
         path = self._clock_path()
         got = self.fs.read(path)
         try:
             previous = Stamp.decode(json.loads(got.data)["hlc"]) if got.ok else ZERO
         except (ValueError, KeyError, TypeError, RecursionError):
             previous = ZERO
-        stamp = tick(previous, self.now(), seen)
+        now = self.now()
+        stamps = [tick(previous, now, seen)]
+        while len(stamps) < n:
+            stamps.append(tick(stamps[-1], now))
         self.fs.makedirs(self.clocks_dir)
-        self.fs.write_atomic(path, (json.dumps({"hlc": stamp.encode()}) + "\n").encode(), durable=False)
-        return stamp
+        self.fs.write_atomic(path, (json.dumps({"hlc": stamps[-1].encode()}) + "\n").encode(), durable=False)
+        return stamps
 
     # ------------------------------------------------------------------ writing conversations
 
@@ -413,12 +420,14 @@ class Store:
                 f"{self.shard_path()} was written by a newer subconscious (format {own.format}); "
                 "upgrade subconscious on this machine"
             )
-        stamp = self._next_stamp(snap.newest)
+        # two stamps: versions stamped when first seen (upstream's, legacy) get the first, this write's
+        # own change the second — so a change made right after upstream's write of the same key wins
+        adopt_stamp, stamp = self._next_stamps(snap.newest, 2)
         conv_change, setting_change = change(stamp)
         now = self.now()
         plan = plan_conversations(
             winners=snap.raw, shard_winners=got.shard_convs, own=got.own_convs,
-            change={k: r.to_json() for k, r in conv_change.items()}, stamp=stamp, host=self.host,
+            change={k: r.to_json() for k, r in conv_change.items()}, stamp=adopt_stamp, host=self.host,
             sources=got.sources, shard_clocks=got.shard_clocks, now_ms=now, retention_ms=self.retention_ms,
         )
         if plan.pruned or got.floor > floor_of(snap.settings):
