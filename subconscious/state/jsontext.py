@@ -35,8 +35,9 @@ class Unparseable(ValueError):
         self.reason = reason
 
 
-def _brackets(raw: bytes) -> bytes:
-    """The brackets of ``raw`` outside JSON strings, in order, at C speed (no per-byte Python).
+def _brackets(raw: bytes, drop: bytes = _NOT_STRUCTURE) -> bytes:
+    """The brackets of ``raw`` outside JSON strings, in order, at C speed (no per-byte Python)
+    (``drop``: the bytes to leave out; a caller may keep more than brackets and quotes).
 
     With escaped backslashes and quotes gone, the quotes left alternate open/close; dropping two
     adjacent ones (an empty string, or the empty gap between two strings) changes nothing outside the
@@ -44,7 +45,7 @@ def _brackets(raw: bytes) -> bytes:
     """
     if b"\\" in raw:
         raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    kept = raw.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
+    kept = raw.translate(None, drop).replace(b'""', b"")
     if b'"' in kept:
         kept = b"".join(kept.split(b'"')[::2])  # every odd piece is inside a string
     return kept

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .jsontext import Unparseable, loads_state
+from .jsontext import Unparseable, _brackets, loads_state
 
 _KEEP = b'{}[]":,\n'
 _DROP = bytes(b for b in range(256) if b not in _KEEP)
@@ -32,13 +32,8 @@ HEAD, TAIL = b"{\n", b"\n}\n"
 
 
 def _skeleton(raw: bytes) -> bytes:
-    """``raw``'s structure outside strings: only ``{}[]:,`` and newlines (see jsontext._brackets)."""
-    if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    kept = raw.translate(None, _DROP).replace(b'""', b"")
-    if b'"' in kept:
-        kept = b"".join(kept.split(b'"')[::2])  # every odd piece is inside a string
-    return kept
+    """``raw``'s structure outside strings: only ``{}[]:,`` and newlines."""
+    return _brackets(raw, _DROP)
 
 
 def _lines(raw: bytes) -> list[bytes] | None:
