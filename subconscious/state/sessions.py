@@ -127,12 +127,19 @@ class SessionFiles:
         state, problems, reads = self._read(session_id, names)
         return state, problems, [copies.Found(r.source.path, r.source.copy, r.raw) for r in reads["folds"]]
 
-    def _sources(self, session_id: str, names: list[str] | None, listings: dict[str, list[str]] | None):
+    def _gather(self, session_id: str, names: list[str] | None, listings: dict[str, list[str]] | None):
+        """Read every source of one session, in the order content moves: the view, then (listed after
+        it) its displaced versions and copies, then each host's version — a publish swaps the view's
+        version out to a displaced name, and a displaced version or copy goes away only after its content
+        is in a host's version. So what a writer moves while we read is seen at least once. (The bulk
+        read passes listings taken once for every session, and may miss a version moved meanwhile.)"""
         name = session_file_name(session_id)
+        view = Source(self.home / name, "view")
+        out = [(view, *self._read_one(view, session_id))]
         names = self.fs.listdir(self.home) if names is None else names
-        view = [Source(self.home / name, "view")]
-        view += [Source(self.home / n, "displaced") for n in displaced_names(names, name)]
-        view += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", name)]
+        others = [Source(self.home / n, "displaced") for n in displaced_names(names, name)]
+        others += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", name)]
+        out += [(source, *self._read_one(source, session_id)) for source in others]
         hosts = []
         if listings is None:
             listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
@@ -143,7 +150,7 @@ class SessionFiles:
                 hosts.append(Source(directory / name, kind, owner=host))
             hosts += [Source(directory / n, "displaced", owner=host) for n in displaced_names(listing, name)]
             hosts += [copy_source(directory / c.name, c, host) for c in copies.find(listing, "root", name)]
-        return view, hosts
+        return out, [(source, *self._read_one(source, session_id)) for source in hosts]
 
     def _read_one(self, source: Source, session_id: str) -> tuple[Read, list[SessionState]]:
         read = self.store.reader.read(source)
@@ -156,7 +163,7 @@ class SessionFiles:
         return read, parsed
 
     def _read(self, session_id: str, names: list[str] | None = None, listings: dict | None = None):
-        view_sources, host_sources = self._sources(session_id, names, listings)
+        view_reads, host_reads = self._gather(session_id, names, listings)
         problems: list[Problem] = []
         reads = {"view": None, "own": None, "folds": [], "displaced": []}
         by_host: dict[str, SessionState] = {}
@@ -172,8 +179,7 @@ class SessionFiles:
                 reads["displaced"].append(read)
             return True
 
-        for source in host_sources:
-            read, parsed = self._read_one(source, session_id)
+        for source, read, parsed in host_reads:
             if not take(source, read, parsed):
                 continue
             if source.kind == "shard":
@@ -185,8 +191,7 @@ class SessionFiles:
             else:
                 others += parsed
         winner = merge_session_versions([*by_host.values(), *others])
-        for source in view_sources:
-            read, parsed = self._read_one(source, session_id)
+        for source, read, parsed in view_reads:
             if not take(source, read, parsed):
                 continue
             if source.kind == "view":

@@ -125,7 +125,6 @@ class _Read:
     displaced: list[Read] = field(default_factory=list)
     folds: list[Read] = field(default_factory=list)  # conflict copies to fold once merged
     view_lines: ViewLines | None = None  # the view's entry lines, once it was read clean
-    want_view_lines: bool = False  # copies or displaced versions of the view follow it
     floor: Stamp = ZERO  # the tombstone prune floor
 
 
@@ -234,20 +233,32 @@ class Store:
             got.displaced.append(read)
         return out
 
-    def _read_view(self, got: _Read, source: Source, shard_maps: dict[str, dict], from_shards: dict,
-                   floor: Stamp) -> dict[str, dict]:
-        lines = got.view_lines if source.kind != "view" else None
+    def _read_root(self, got: _Read) -> list[tuple[Source, Read]]:
+        """Read the view, then list the directory, then read the view's displaced versions and copies.
+
+        The order is the order in which content moves (a publish swaps the view's version out to a
+        displaced name; a fold files a copy away only after its content is in a shard, which is read
+        after this): so whatever a writer moves while we read is seen at least once."""
+        view = Source(self.view_path, "view")
+        first = self.reader.read(view)
+        names = self.fs.listdir(self.home)
+        others = [Source(self.home / n, "displaced") for n in displaced_names(names, CONVERSATIONS)]
+        others += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", CONVERSATIONS)]
+        if others and len(first.values) == 1 and not first.problems and first.raw is not None:
+            got.view_lines = member_lines(first.raw, first.values[0])
+        lines = got.view_lines
         # a copy or displaced version mostly repeats the view: read only the lines the view lacks
-        read = self.reader.read(source, None if lines is None else (lambda raw: read_against(raw, lines)))
+        hook = None if lines is None else (lambda raw: read_against(raw, lines))
+        return [(view, first), *((source, self.reader.read(source, hook)) for source in others)]
+
+    def _read_view(self, got: _Read, source: Source, read: Read, shard_maps: dict[str, dict], from_shards: dict,
+                   floor: Stamp) -> dict[str, dict]:
         merged: dict[str, dict] = {}
         maps = []
         for value in read.values:
             if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
                 value = {k: v for k, v in value.items() if from_shards.get(k) != v}
             maps.append(self._parse_map(read, value, normalize_record, "conversations"))
-        if (source.kind == "view" and got.want_view_lines and len(read.values) == 1 and not read.problems
-                and read.raw is not None):
-            got.view_lines = member_lines(read.raw, read.values[0])
         if not self._accept(got, read, bool(maps) or not read.values):
             return {}
         for m in maps:
@@ -278,6 +289,7 @@ class Store:
         writer can adopt versions that live only in the view or in conflict copies)."""
         got = _Read(Snapshot(), {}, {}, {}, {})
         snap = got.snap
+        root_reads = self._read_root(got)  # before the shards: see _read_root
         hosts_dir = self.home / HOSTS
         host_names = self.fs.listdir(hosts_dir)
         host_copies = [c for c in copies.find(host_names, "hosts", include_ambiguous=True)
@@ -328,13 +340,8 @@ class Store:
         extras = [below_floor(convs, floor, keep_unstamped=False)
                   for _, found in extra_shards for convs, _, _ in found]
         got.sources += extras
-        names = self.fs.listdir(self.home)
-        view_sources = [Source(self.view_path, "view")]
-        view_sources += [Source(self.home / n, "displaced") for n in displaced_names(names, CONVERSATIONS)]
-        view_sources += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", CONVERSATIONS)]
-        got.want_view_lines = len(view_sources) > 1
-        for source in view_sources:
-            extras.append(self._read_view(got, source, shard_maps, from_shards, floor))
+        for source, read in root_reads:
+            extras.append(self._read_view(got, source, read, shard_maps, from_shards, floor))
         snap.raw = merge_raw([from_shards, *extras])
         got.shard_convs = from_shards
         snap.newest = max(
