@@ -48,6 +48,25 @@ class HookEvent:
         return cwd if isinstance(cwd, str) and cwd else None
 
 
+PICKUP_EVENTS = ("session-start", "user-prompt-submit", "stop")  # never PreToolUse (the hot path)
+
+
+def _pickup(event: HookEvent) -> None:
+    """Retries that do not wait for a Stop (spawn.pickup): due deliveries of any session on this machine."""
+    from .localstate import local_dirs
+    from .spawn import pickup
+    from .state.ids import check_session_id
+
+    try:
+        sid = check_session_id(event.session_id) if event.name == "user-prompt-submit" else None
+    except ValueError:
+        sid = None
+    try:
+        pickup(local_dirs(event.env).root / "sessions", arm=sid)
+    except Exception:  # noqa: BLE001 - a retry is never worth breaking a hook for
+        pass
+
+
 def _logger():
     from .localstate import local_dirs
     from .log import setup
@@ -119,6 +138,8 @@ def run(event_name: str, stdin=None, stdout=None) -> int:
             stdout.flush()
         if log:
             log.debug("hook %s: done in %.0f ms", event_name, (time.monotonic() - event.started) * 1000)
+        if event_name in PICKUP_EVENTS:
+            _pickup(event)
     except Exception as exc:  # noqa: BLE001 - the whole point: log, never raise into Claude Code
         if log and getattr(exc, "quiet", False):
             log.debug("hook %s: skipped: %s", event_name, exc)

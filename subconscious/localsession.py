@@ -34,6 +34,13 @@ class LocalSession:
     pending_update: str | None = None  # the last payload the Stop hook built (fallback if the transcript goes)
     pending_cursor: list[int] | None = None  # [cursor before, cursor after] of pending_update
     attempt: list[int] | None = None  # [first line, last line] of a delivery whose outcome is unknown
+    attempt_key: str | None = None  # its delivery key (the marker looked for in the conversation)
+    attempt_after: str | None = None  # the conversation's newest message before it was sent (where to look from)
+    start_after: str | None = None  # the same for the start message
+    anchor: list | None = None  # [cursor, uuid of the transcript line at the cursor]: line identity
+    offset: int = 0  # cursor minus the line's index in the current file (a rewritten, shorter transcript)
+    context_window: int | None = None  # the agent's context window in tokens (bounds each update)
+    last_error: str | None = None  # why the last delivery failed (status)
     failures: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     # what this copy held when it was loaded or last saved: save() writes only what differs from it
@@ -100,6 +107,79 @@ def save(sessions_dir: Path, state: LocalSession) -> None:
         merged = {**current, **changed, "session_id": state.session_id}
         atomic_write(path, json.dumps(merged) + "\n", durable=False)
     state._base = mine
+
+
+# ------------------------------------------------------------------ retry markers
+# ``<sessions>/pending/<id>``: a delivery is due for this session. The file's mtime is when the next attempt
+# may start (backoff); its text says why (status). Hooks find them with one listdir (hot path: no parse).
+
+PENDING = "pending"
+
+
+def mark_pending(sessions_dir: Path, session_id: str, due: float, reason: str = "", *, keep_earlier: bool = False) -> None:
+    """Record that ``session_id`` has a delivery due at ``due`` (epoch seconds). ``keep_earlier``: an existing
+    marker due sooner stays as it is (a safety net must not delay a retry)."""
+    d = sessions_dir / PENDING
+    path = d / check_session_id(session_id)
+    try:
+        if keep_earlier and path.stat().st_mtime <= due:
+            return
+    except FileNotFoundError:
+        pass
+    ensure_dir(d)
+    atomic_write(path, json.dumps({"reason": reason[:500]}) + "\n", durable=False)
+    os.utime(path, (due, due))
+
+
+def clear_pending(sessions_dir: Path, session_id: str) -> None:
+    try:
+        (sessions_dir / PENDING / check_session_id(session_id)).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def pending_marks(sessions_dir: Path) -> list[tuple[str, float]]:
+    """(session id, due time) of every retry marker."""
+    out = []
+    try:
+        with os.scandir(sessions_dir / PENDING) as it:
+            for e in it:
+                if not e.name.startswith("."):
+                    try:
+                        out.append((e.name, e.stat().st_mtime))
+                    except OSError:
+                        pass
+    except OSError:
+        pass
+    return sorted(out)
+
+
+def pending_reason(sessions_dir: Path, session_id: str) -> str:
+    try:
+        return str(json.loads((sessions_dir / PENDING / check_session_id(session_id)).read_text()).get("reason", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def sweep_temps(sessions_dir: Path, older_than: float = 600.0) -> int:
+    """Remove ``.subconscious-tmp-*`` files a killed writer left in the machine-local dirs."""
+    import time
+
+    n, now = 0, time.time()
+    for d in (sessions_dir, sessions_dir / PENDING):
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.startswith(".subconscious-tmp-"):
+                try:
+                    if now - e.stat().st_mtime > older_than:
+                        os.unlink(e.path)
+                        n += 1
+                except OSError:
+                    pass
+    return n
 
 
 def pending(sessions_dir: Path) -> list[str]:

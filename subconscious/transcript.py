@@ -36,6 +36,7 @@ THINKING_CUT = 500     # thinking blocks
 COMMAND_CUT = 100      # Bash command in a tool-call summary
 INPUT_JSON_CUT = 100   # JSON input of other tools
 TRUNCATED = "... [truncated]"
+MESSAGE_CUT_FLOOR = 2000  # with max_chars, a single message longer than max(max_chars, this) is cut
 
 
 # --------------------------------------------------------------------------- entries
@@ -74,7 +75,28 @@ class Summary:
     text: str
 
 
-Entry = Union[UserText, AssistantText, Thinking, ToolUse, ToolResult, Summary]
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A slash command the user ran in Claude Code, or its local output: not the user's words to Claude."""
+
+    text: str
+
+
+Entry = Union[UserText, AssistantText, Thinking, ToolUse, ToolResult, Summary, Command]
+
+_COMMAND_TAG = re.compile(r"<(command-name|command-args|local-command-stdout|local-command-stderr)>(.*?)</\1>", re.S)
+
+
+def _command(text: str) -> "Command | None":
+    """``<command-name>/x</command-name>…`` or ``<local-command-stdout>…`` lines -> a Command (None otherwise)."""
+    head = text.lstrip()
+    if not head.startswith(("<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-stderr>")):
+        return None
+    tags = {k: v.strip() for k, v in _COMMAND_TAG.findall(text)}
+    if "command-name" in tags:
+        return Command(("[Command: %s %s]" % (tags["command-name"], tags.get("command-args", ""))).replace(" ]", "]"))
+    out = tags.get("local-command-stdout", "") or tags.get("local-command-stderr", "")
+    return Command("[Command output]: " + out if out else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +146,16 @@ def parse_line(line: str) -> ParsedLine:
     if kind == "summary":  # written by older versions after compaction
         s = obj.get("summary")
         return ParsedLine("entries", (Summary(str(s)),)) if s else ParsedLine("skipped")
-    if kind not in ("user", "assistant") or obj.get("isMeta"):
-        return ParsedLine("skipped")  # attachment, system, file-history-snapshot, bookkeeping, meta
+    if kind not in ("user", "assistant") or obj.get("isMeta") or obj.get("isSidechain") is True:
+        return ParsedLine("skipped")  # attachment, system, file-history-snapshot, bookkeeping, meta, subagents
     msg = obj.get("message")
     content = msg.get("content") if isinstance(msg, dict) else obj.get("content")
     entries: list[Entry] = []
     if kind == "user":
         if isinstance(content, str):
+            command = _command(content)
+            if command is not None:
+                return ParsedLine("entries", (command,)) if command.text else ParsedLine("skipped")
             entries.append(Summary(content) if obj.get("isCompactSummary") else UserText(content))
         elif isinstance(content, list):
             texts = []
@@ -178,12 +203,14 @@ def cut(text: str, limit: int) -> str:
 
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")  # not allowed in XML 1.0
+# whole ANSI escape sequences (CSI "ESC [ … m", OSC "ESC ] … BEL/ST", two-byte ESC x), not just their ESC byte
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]")
 
 
 def xml_escape(text: str) -> str:
     """Escape ``& < >``, drop characters XML cannot hold (NUL, ANSI escapes, lone surrogates) and
     turn carriage returns into newlines (XML parsers would fold them anyway)."""
-    text = _NOT_XML.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    text = _NOT_XML.sub("", _ANSI.sub("", text)).replace("\r\n", "\n").replace("\r", "\n")
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -234,6 +261,8 @@ def format_entries(entries: Sequence[Entry], tool_names: Mapping[str, str],
             out.append(Message("system", "[%s: %s]\n%s" % (label, name, _clean(e.content, RESULT_CUT, redact_secrets))))
         elif isinstance(e, Summary):
             out.append(Message("system", "[Session Summary]: " + _clean(e.text, None, redact_secrets)))
+        elif isinstance(e, Command):
+            out.append(Message("system", _clean(e.text, RESULT_CUT, redact_secrets)))
     return out
 
 
@@ -245,11 +274,16 @@ short note addressed to Claude Code; it is shown to Claude before the next promp
 Say nothing if there is nothing useful to add."""
 
 
-def render_update(session_id: str, messages: Sequence[Message], lines: tuple[int, int] | None = None) -> str:
-    """The update XML. ``lines`` (first, last transcript line index) is recorded as ``<lines>`` so a
-    delivery whose outcome was unknown can be recognised in the conversation and not sent twice."""
+def render_update(session_id: str, messages: Sequence[Message], lines: tuple[int, int] | None = None,
+                  key: str | None = None) -> str:
+    """The update XML. ``lines`` (first, last transcript line index) and the delivery ``key`` are recorded as
+    ``<lines first="…" last="…" delivery="…"/>`` so a delivery whose outcome was unknown can be recognised in
+    the conversation (however far back) and not sent twice."""
     body = "\n".join('<message role="%s">\n%s\n</message>' % (m.role, xml_escape(m.text)) for m in messages)
-    span = '<lines first="%d" last="%d"/>\n' % lines if lines is not None else ""
+    span = ""
+    if lines is not None:
+        span = ('<lines first="%d" last="%d" delivery="%s"/>\n' % (*lines, key) if key
+                else '<lines first="%d" last="%d"/>\n' % lines)
     return ("<claude_code_session_update>\n<session_id>%s</session_id>\n%s\n<transcript>\n%s\n</transcript>\n\n"
             "<instructions>\n%s\n</instructions>\n</claude_code_session_update>"
             % (xml_escape(session_id), span, body, UPDATE_INSTRUCTIONS))
@@ -260,6 +294,30 @@ def lines_marker(session_id: str, first: int) -> str:
     return '<session_id>%s</session_id>\n<lines first="%d" last="' % (xml_escape(session_id), first)
 
 
+def delivery_key(session_id: str, first: int, last: int, raw_lines: Sequence[str]) -> str:
+    """The idempotency key of an update: its session, first and last line and a digest of the raw lines it
+    covers. The same range of the same lines always has the same key; a rewritten transcript gets new ones."""
+    import hashlib
+
+    h = hashlib.sha256(("%s\0%d\0%d\0" % (session_id, first, last)).encode())
+    for line in raw_lines:
+        h.update(line.encode("utf-8", "surrogatepass"))
+        h.update(b"\n")
+    return h.hexdigest()[:20]
+
+
+def line_uuid(line: str) -> str | None:
+    """The ``uuid`` Claude Code gives a transcript line (None for a line without one)."""
+    if '"uuid"' not in line:
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    u = obj.get("uuid") if isinstance(obj, dict) else None
+    return u if isinstance(u, str) and u else None
+
+
 @dataclass(frozen=True, slots=True)
 class Update:
     """Result of :func:`build_update`.
@@ -268,6 +326,7 @@ class Update:
     ``cursor``: the new cursor (save it once the payload was delivered, or at once if None).
     ``invalid_lines``: indices of lines after the old cursor that could not be parsed.
     ``more``: True when ``max_chars`` stopped early; call again from ``cursor``.
+    ``key``: the delivery key of the payload (see :func:`delivery_key`), None without a payload.
     """
 
     payload: str | None
@@ -275,6 +334,7 @@ class Update:
     messages: tuple[Message, ...]
     invalid_lines: tuple[int, ...]
     more: bool = False
+    key: str | None = None
 
 
 def _tool_names(lines: Sequence[str], upto: int, wanted: set[str], known: dict[str, str]) -> dict[str, str]:
@@ -294,13 +354,27 @@ def _tool_names(lines: Sequence[str], upto: int, wanted: set[str], known: dict[s
     return names
 
 
+def _content_before(lines: Sequence[str], idx: int) -> bool:
+    """Whether a line before ``idx`` has content (a compaction summary after such a line summarises lines that
+    were, or will be, delivered themselves)."""
+    for j in range(idx):
+        if '"user"' in lines[j] or '"assistant"' in lines[j]:
+            p = parse_line(lines[j])
+            if p.status == "entries" and not all(isinstance(e, Summary) for e in p.entries):
+                return True
+    return False
+
+
 def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
-                 max_chars: int | None = None, redact_secrets: bool = True) -> Update:
+                 max_chars: int | None = None, redact_secrets: bool = True, index_offset: int = 0) -> Update:
     """Format ``lines[cursor + 1:]`` as one ``<claude_code_session_update>``.
 
     With ``max_chars``, stop after the line whose messages push the transcript past that many
-    characters (at least one line with content is always taken) and set ``more``.
-    A cursor past the end (the file shrank) is kept as it is: nothing is sent twice.
+    characters (at least one line with content is always taken; a single message longer than that is cut
+    to it) and set ``more``. A compaction summary that follows lines with content is left out: those lines
+    are delivered themselves. ``index_offset`` is added to line numbers in the marker (the worker's cursor
+    counts lines of earlier versions of a rewritten transcript).
+    A cursor past the end is returned as it is (the worker checks line identity first: worker.py).
     """
     cursor = max(cursor, -1)
     if cursor >= len(lines) - 1:
@@ -313,6 +387,9 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
         p = parse_line(lines[idx])
         if p.status == "invalid":
             invalid.append(idx)
+        if any(isinstance(e, Summary) for e in p.entries) and _content_before(lines, idx):
+            p = ParsedLine("entries", tuple(e for e in p.entries if not isinstance(e, Summary))) \
+                if any(not isinstance(e, Summary) for e in p.entries) else ParsedLine("skipped")
         for e in p.entries:
             if isinstance(e, ToolResult) and e.tool_use_id not in used:
                 wanted.add(e.tool_use_id)
@@ -329,12 +406,18 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
             if isinstance(e, ToolUse):
                 names[e.id] = e.name
         for m in format_entries(p.entries, names, redact_secrets):
+            if max_chars is not None and len(m.text) > max(max_chars, MESSAGE_CUT_FLOOR):
+                m = Message(m.role, cut(m.text, max(max_chars, MESSAGE_CUT_FLOOR)))
             messages.append(m)
             size += len(m.text)
     if more:
         invalid = [i for i in invalid if i <= new_cursor]
-    payload = render_update(session_id, messages, (cursor + 1, new_cursor)) if messages else None
-    return Update(payload, new_cursor, tuple(messages), tuple(invalid), more)
+    if not messages:
+        return Update(None, new_cursor, (), tuple(invalid), more)
+    first, last = cursor + 1 + index_offset, new_cursor + index_offset
+    key = delivery_key(session_id, first, last, lines[cursor + 1:new_cursor + 1])
+    payload = render_update(session_id, messages, (first, last), key)
+    return Update(payload, new_cursor, tuple(messages), tuple(invalid), more, key)
 
 
 def session_update(lines: Sequence[str], cursor: int, session_id: str) -> tuple[str | None, int]:

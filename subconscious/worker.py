@@ -1,16 +1,28 @@
 """The worker: delivers a session's start message and transcript updates to its Letta conversation.
 
+What "delivered" means: the agent's turn on the message *completed* with an OK stop reason. Each update
+carries an idempotency key (``<lines first="…" last="…" delivery="K"/>``: the session, its first and last
+line and a digest of those lines). The cursor moves only once a turn on K completed; then:
+
 - one worker per session at a time on this machine (a machine-local lock); a worker started while
   another delivers waits for it, then finds nothing or the newest lines;
-- each round rebuilds the update from the transcript at the committed cursor (the Stop hook's payload
-  is the fallback when the transcript file is gone), so ranges never overlap or leave gaps;
-- the cursor advances only after the agent's turn completed; on failure everything stays for the next
-  Stop, and a range whose outcome is unknown (the stream broke after the server took it) is looked up
-  in the conversation before it is sent again: delivered exactly once.
+- each round rebuilds the update from the transcript at the committed cursor, bounded by the agent's
+  context window (``max_chars``), so ranges never overlap or leave gaps and a backlog drains in pieces;
+- before a range that was sent once is sent again, the conversation is read from the message that was
+  newest when it was sent (paged, however long the turns since) and the turn on K is judged
+  (letta/messages.py ``delivery_outcome``): completed → the cursor moves on; still running → later;
+  waiting for client-tool results → those are answered and the turn finished; stored but failed (an LLM
+  error after the server took it) → a short message re-delivers it *by reference* (the agent already has
+  its text in the conversation; it is not repeated); never stored → sent again;
+- the cursor is anchored to line identity (the ``uuid`` of the line at the cursor); a transcript that was
+  rewritten or shrank is detected and delivery goes on after the last line already delivered;
+- a failure leaves a retry marker (localsession.mark_pending) with a backoff; the next hook of any session
+  on this machine starts a worker for it (spawn.pickup), so nothing waits for another Stop.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
@@ -22,9 +34,15 @@ from .runtime import Runtime
 from .state.locks import LockTimeout, host_lock
 
 log = logging.getLogger("subconscious")
-MAX_ROUNDS = 20
+MAX_ROUNDS = 50
 CONFLICT_RETRIES = 3
-_LINES = re.compile(r'<lines first="(\d+)" last="(\d+)"/>')
+DEFAULT_CONTEXT_WINDOW = 32_000  # tokens, when the agent's cannot be read
+CHARS_PER_TOKEN = 4
+UPDATE_SHARE = 4  # an update takes at most 1/UPDATE_SHARE of the agent's context window
+MIN_UPDATE_CHARS, MAX_UPDATE_CHARS = 4_000, 400_000
+BACKOFF_FIRST, BACKOFF_MAX = 15.0, 1800.0  # seconds before the retry of a failed delivery (doubling)
+_MARK = re.compile(r'<session_id>(?P<sid>[^<]*)</session_id>\n<(?:lines|retry(?: delivery="(?P<rkey>\w+)")?) '
+                   r'first="(?P<first>\d+)" last="(?P<last>\d+)"(?: delivery="(?P<key>\w+)")?/>')
 
 
 @dataclass
@@ -33,28 +51,71 @@ class Delivery:
     sent: int = 0  # updates delivered
     started: bool = False  # start message delivered
     error: str | None = None
+    more: bool = False  # stopped after MAX_ROUNDS with lines left
 
 
-def _already_delivered(client, conversation_id: str, session_id: str, first: int) -> int | None:
-    """The last line of the newest delivered update of this session that covers line ``first`` or later,
-    if the conversation has one (updates go out in order: every line up to it has arrived)."""
+class Pending(Exception):
+    """Not deliverable now, nothing failed (the agent's run on it is still going): retried later."""
+
+
+def backoff(failures: int) -> float:
+    return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, failures - 1))
+
+
+# --------------------------------------------------------------------------- looking in the conversation
+
+
+def _run_of(client):
+    from .letta.errors import LettaHTTPError
+
+    def run_of(run_id: str):
+        try:
+            return client.get_run(run_id)
+        except LettaHTTPError as exc:  # a server without the runs API, or a run it forgot: no information
+            if getattr(exc, "status", None) in (404, 405, 501):
+                return None
+            raise
+    return run_of
+
+
+def _judge(client, conv: str, matches, after: str | None) -> tuple[str, str]:
+    from .letta.messages import delivery_outcome
+
+    return delivery_outcome(client.iter_messages(conv, after=after), matches, _run_of(client))
+
+
+def _key_matcher(key: str):
+    needle = f'delivery="{key}"'
+    return lambda text: needle in text
+
+
+def _newest_id(client, conv: str) -> str | None:
+    newest = client.list_messages(conv, limit=1)
+    mid = newest[0].get("id") if newest else None
+    return mid if isinstance(mid, str) else None
+
+
+def _newest_mark(client, conv: str, session_id: str):
+    """(first, last, key) of the newest update or re-delivery of this session in the conversation."""
     from .letta.messages import content_text
-    from .transcript import lines_marker
+    from .transcript import xml_escape
 
-    head = lines_marker(session_id, first).rsplit("<lines", 1)[0]  # this session's update, any range
-    marker = re.compile(re.escape(head) + _LINES.pattern)
-    done = None
-    for message in client.list_messages(conversation_id, limit=50):
-        if message.get("message_type") != "user_message":
+    sid = xml_escape(session_id)
+    found = None
+    for m in client.iter_messages(conv):
+        if m.get("message_type") != "user_message":
             continue
-        for found in marker.finditer(content_text(message.get("content"))):
-            if int(found.group(2)) >= first:
-                done = max(done or 0, int(found.group(2)))
-    return done
+        for g in _MARK.finditer(content_text(m.get("content"))):
+            if g.group("sid") == sid:
+                found = (int(g.group("first")), int(g.group("last")), g.group("key") or g.group("rkey"))
+    return found
 
 
-def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None) -> None:
-    """Send one message and consume the agent's whole turn; raises on any failure."""
+# --------------------------------------------------------------------------- sending
+
+
+def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None):
+    """Send one message and consume the agent's whole turn; raises unless the turn completed OK."""
     from .letta.errors import LettaConflictError, LettaError
 
     for attempt in range(CONFLICT_RETRIES + 1):
@@ -62,7 +123,7 @@ def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None)
             turn = _turn(client, conversation_id, text, rt, cwd)
             if not turn.ok:
                 raise LettaError(f"the agent's turn ended with {turn.stop_reason!r}", "see the server's log")
-            return
+            return turn
         except LettaConflictError:  # another run on this conversation is still going: wait and retry
             if attempt == CONFLICT_RETRIES:
                 raise
@@ -77,102 +138,285 @@ def _turn(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None)
     return run_turn(client, conversation_id, text, mode=rt.settings.sdk_tools, cwd=cwd)
 
 
-def deliver(rt: Runtime, session_id: str, *, lock_timeout: float = 300.0) -> Delivery:
+def _settle(client, conv: str, matches, after: str | None, reference: str, rt: Runtime, cwd: str | None) -> bool:
+    """An earlier send whose outcome this worker does not know: True once a turn on it completed (now or
+    before), False when the server never stored it (send it again). Raises Pending or LettaError."""
+    from .letta.errors import LettaError
+    from .tools.loop import resume_turn
+
+    verdict, why = _judge(client, conv, matches, after)
+    if verdict == "done":
+        return True
+    if verdict == "running":
+        raise Pending(why)
+    if verdict == "waiting":
+        log.info("worker: %s; answering the waiting tool calls", why)
+        turn = resume_turn(client, conv, mode=rt.settings.sdk_tools, cwd=cwd)
+        if not turn.ok:
+            raise LettaError(f"the resumed turn ended with {turn.stop_reason!r}", "see the server's log")
+        return True
+    if verdict == "failed":
+        log.info("worker: stored but not processed (%s); re-delivered by reference", why)
+        _send(client, conv, reference, rt, cwd)
+        return True
+    return False
+
+
+def _reference(session_id: str, key: str, first: int, last: int, why: str = "") -> str:
+    from .transcript import xml_escape
+
+    return ("<claude_code_session_update_retry>\n<session_id>%s</session_id>\n"
+            '<retry delivery="%s" first="%d" last="%d"/>\n'
+            'Your turn on the <claude_code_session_update> above marked delivery="%s" (transcript lines %d-%d) '
+            "stopped before it completed%s. Its text is not repeated here, so nothing in it reaches you twice: "
+            "read it above and process it now, as its instructions say. Memory changes you already made from "
+            "it stand; do not make them again.\n</claude_code_session_update_retry>"
+            % (xml_escape(session_id), key, first, last, key, first, last, f" ({xml_escape(why)})" if why else ""))
+
+
+def _start_key(text: str) -> str:
+    return "start-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- the transcript and the cursor
+
+
+def _read_lines(path: str | None) -> list[str] | None:
+    from .transcript import complete_lines
+
+    if not path:
+        return None
+    try:
+        return complete_lines(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
+def _uuids_path(sessions_dir: Path, session_id: str) -> Path:
+    return sessions_dir / f"{session_id}.uuids"
+
+
+def _delivered_uuids(sessions_dir: Path, session_id: str) -> set[str]:
+    try:
+        return set(_uuids_path(sessions_dir, session_id).read_text().split())
+    except OSError:
+        return set()
+
+
+def _position(lines: list[str], cursor: int, local: localsession.LocalSession, sessions_dir: Path) -> int:
+    """The index in ``lines`` of the line at the cursor. The cursor counts lines ever delivered; the file
+    may have been rewritten since (shorter, or other lines at the cursor): then delivery goes on after the
+    last line of the file whose uuid was delivered (all of it when none was)."""
+    from .transcript import line_uuid
+
+    p = cursor - local.offset
+    anchor = local.anchor
+    if anchor and anchor[0] == cursor:
+        if 0 <= p < len(lines) and line_uuid(lines[p]) == anchor[1]:
+            return p
+    elif p < len(lines):
+        return p  # no identity recorded for this cursor (older state, or lines without uuids): trust the index
+    if p < 0:
+        return p
+    delivered = _delivered_uuids(sessions_dir, local.session_id)
+    if anchor:
+        delivered.add(str(anchor[1]))
+    j = -1
+    for i in range(len(lines) - 1, -1, -1):
+        if line_uuid(lines[i]) in delivered:
+            j = i
+            break
+    log.warning("worker %s: the transcript changed under the cursor (line %d of %d lines is not the line "
+                "delivered last); going on after line %d of the file", local.session_id, p, len(lines), j)
+    local.offset = cursor - j
+    localsession.save(sessions_dir, local)
+    return j
+
+
+def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: int, to: int, last: int) -> None:
+    """The lines ``frm+1..to`` of the file (``..last`` in cursor terms) reached the agent: move the cursor,
+    remember their identity, forget the attempt."""
+    from .transcript import line_uuid
+
+    store.update_session(session_id, lambda cur, last=last: cur.evolve(
+        last_processed_index=max(cur.last_processed_index, last)))
+    ids = [u for u in (line_uuid(l) for l in lines[max(frm + 1, 0):to + 1]) if u]
+    if ids:
+        with open(_uuids_path(sessions_dir, session_id), "a", encoding="utf-8") as f:
+            f.write("\n".join(ids) + "\n")
+    local = localsession.load(sessions_dir, session_id)
+    at = lines[to] if 0 <= to < len(lines) else ""
+    u = line_uuid(at)
+    local.anchor = [last, u] if u else None
+    local.attempt, local.attempt_key, local.attempt_after = None, None, None
+    local.failures, local.last_error = 0, None
+    local.pending_update, local.pending_cursor = None, None
+    localsession.save(sessions_dir, local)
+
+
+def _max_chars(client, agent_id: str | None, local: localsession.LocalSession, sessions_dir: Path) -> int:
+    """How long one update may be: a share of the agent's context window (read once per session)."""
+    from .letta.errors import LettaError
+
+    if local.context_window is None and agent_id:
+        try:
+            agent = client.get_agent(agent_id, include_blocks=False)
+            cfg = agent.get("llm_config") if isinstance(agent.get("llm_config"), dict) else {}
+            window = cfg.get("context_window") or agent.get("context_window_limit")
+            if isinstance(window, int) and window > 0:
+                local.context_window = window
+                localsession.save(sessions_dir, local)
+        except LettaError as exc:
+            log.info("worker %s: could not read the agent's context window (%s); assuming %d tokens",
+                     local.session_id, exc, DEFAULT_CONTEXT_WINDOW)
+    window = local.context_window or DEFAULT_CONTEXT_WINDOW
+    return max(MIN_UPDATE_CHARS, min(MAX_UPDATE_CHARS, window * CHARS_PER_TOKEN // UPDATE_SHARE))
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+def deliver(rt: Runtime, session_id: str, *, lock_timeout: float = 300.0, client=None,
+            max_chars: int | None = None) -> Delivery:
+    """Deliver what is pending for ``session_id``. ``client``: a Letta client to use (tests); ``max_chars``:
+    the update bound instead of the one from the agent's context window."""
     result = Delivery(session_id)
     sessions_dir = rt.local.root / "sessions"
     try:
         with host_lock(rt.local.locks, f"{rt.host.id}.deliver.{session_id}", timeout=lock_timeout):
-            _deliver_locked(rt, session_id, sessions_dir, result)
+            if client is not None:
+                _deliver_locked(rt, session_id, sessions_dir, result, client, max_chars)
+            else:
+                from .letta.client import LettaClient
+
+                s = rt.settings
+                with LettaClient(s.base_url, s.api_key) as own:
+                    _deliver_locked(rt, session_id, sessions_dir, result, own, max_chars)
     except LockTimeout as exc:
         result.error = str(exc)
         log.warning("worker %s: %s", session_id, exc)
+        _mark(sessions_dir, session_id, time.time() + 60.0, f"waiting for another worker: {exc}")
+        return result
+    except Exception as exc:  # noqa: BLE001 - e.g. the shared home unwritable: kept, retried later
+        result.error = f"{type(exc).__name__}: {exc}"
+        log.warning("worker %s: delivery failed, kept and retried later: %s", session_id, result.error[:500])
+    try:
+        if result.error is not None:
+            local = localsession.load(sessions_dir, session_id)
+            _mark(sessions_dir, session_id, time.time() + backoff(max(1, local.failures)), result.error)
+        elif result.more:
+            _mark(sessions_dir, session_id, time.time(), "more lines to deliver")
+        else:
+            localsession.clear_pending(sessions_dir, session_id)
+    except OSError as exc:
+        log.warning("worker %s: could not record the retry (%s)", session_id, exc)
     return result
 
 
-def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: Delivery) -> None:
-    from .letta.client import LettaClient
+def _mark(sessions_dir: Path, session_id: str, due: float, reason: str) -> None:
+    try:
+        localsession.mark_pending(sessions_dir, session_id, due, reason)
+    except OSError as exc:
+        log.warning("worker %s: could not record the retry (%s)", session_id, exc)
+
+
+def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: Delivery, client,
+                    max_chars: int | None) -> None:
     from .letta.errors import LettaError
-    from .transcript import build_update, complete_lines
+    from .transcript import build_update
 
     store = rt.store()
-    s = rt.settings
-    with LettaClient(s.base_url, s.api_key) as client:
-        for _ in range(MAX_ROUNDS):
-            local = localsession.load(sessions_dir, session_id)
-            session = store.session(session_id)
-            if session is None or not session.conversation_id:
-                result.error = "no conversation recorded for this session"
-                return
-            conv = session.conversation_id
-            try:
-                if local.pending_start:
-                    result.started = _deliver_start(client, conv, local, sessions_dir, rt)
-                cursor = session.last_processed_index
-                payload, last = None, cursor
-                if local.transcript_path and Path(local.transcript_path).is_file():
-                    text = Path(local.transcript_path).read_text(encoding="utf-8", errors="replace")
-                    update = build_update(complete_lines(text), cursor, session_id)
-                    payload, last = update.payload, update.cursor
-                elif local.pending_update and local.pending_cursor and local.pending_cursor[0] == cursor:
-                    payload, last = local.pending_update, local.pending_cursor[1]
-                if payload is None:
-                    if last > cursor:
-                        store.update_session(session_id, lambda cur, last=last: cur.evolve(last_processed_index=last))
-                    _clear_pending(sessions_dir, session_id, last)
-                    return
-                # an outcome never learnt, or a cursor at the start (new, or its session file was rebuilt
-                # after damage): what the conversation already holds is not sent again
-                if (local.attempt and local.attempt[0] == cursor + 1) or cursor < 0:
-                    done = _already_delivered(client, conv, session_id, cursor + 1)
-                    if done is not None:
-                        log.info("worker %s: lines %d-%d had arrived already; not sent again", session_id, cursor + 1, done)
-                        store.update_session(session_id, lambda cur, d=done: cur.evolve(last_processed_index=d))
-                        local.attempt = None
+    localsession.sweep_temps(sessions_dir)
+    for _ in range(MAX_ROUNDS):
+        local = localsession.load(sessions_dir, session_id)
+        session = store.session(session_id)
+        if session is None or not session.conversation_id:
+            result.error = "no conversation recorded for this session"
+            return
+        conv = session.conversation_id
+        try:
+            if local.pending_start:
+                result.started = _deliver_start(client, conv, local, sessions_dir, rt)
+                local = localsession.load(sessions_dir, session_id)
+            cursor = session.last_processed_index
+            lines = _read_lines(local.transcript_path)
+            if lines is None:
+                return  # no transcript (yet, or any more): nothing to deliver
+            pos = _position(lines, cursor, local, sessions_dir)
+            if local.attempt and local.attempt[0] == cursor + 1 and local.attempt_key:
+                # sent once, outcome unknown (or the turn failed): what does the conversation say?
+                first, last, key = local.attempt[0], local.attempt[1], local.attempt_key
+                reference = _reference(session_id, key, first, last, local.last_error or "")
+                if _settle(client, conv, _key_matcher(key), local.attempt_after, reference, rt, local.project_root):
+                    log.info("worker %s: lines %d-%d had arrived already (delivery %s); not sent again",
+                             session_id, first, last, key)
+                    _advance(store, sessions_dir, session_id, lines, pos, last - local.offset, last)
+                    result.sent += 1
+                    continue
+                local.attempt, local.attempt_key = None, None  # never stored: send the lines afresh
+                localsession.save(sessions_dir, local)
+            elif cursor < 0 and not local.attempt:
+                # nothing recorded (a new session, or its session file was rebuilt after damage): what the
+                # conversation already holds of this session is not sent again
+                mark = _newest_mark(client, conv, session_id)
+                if mark is not None:
+                    first, last, key = mark
+                    if key is None:  # an update from before delivery keys: counted as delivered
+                        _advance(store, sessions_dir, session_id, lines, pos, last - local.offset, last)
+                    else:
+                        if first - 1 > cursor:
+                            store.update_session(session_id, lambda cur, c=first - 1: cur.evolve(
+                                last_processed_index=max(cur.last_processed_index, c)))
+                        local.attempt, local.attempt_key, local.attempt_after = [first, last], key, None
                         localsession.save(sessions_dir, local)
-                        continue
-                local.attempt = [cursor + 1, last]
-                localsession.save(sessions_dir, local)
-                _send(client, conv, payload, rt, local.project_root)
-                store.update_session(session_id, lambda cur, last=last: cur.evolve(last_processed_index=last))
-                local = localsession.load(sessions_dir, session_id)
-                local.attempt, local.failures = None, 0
-                localsession.save(sessions_dir, local)
-                _clear_pending(sessions_dir, session_id, last)
-                result.sent += 1
-                log.info("worker %s: delivered lines %d-%d to %s", session_id, cursor + 1, last, conv)
-            except LettaError as exc:
-                local = localsession.load(sessions_dir, session_id)
-                local.failures += 1
-                localsession.save(sessions_dir, local)
-                result.error = str(exc)
-                log.warning("worker %s: delivery failed, kept for the next Stop: %s", session_id, exc)
+                    log.info("worker %s: the conversation already holds lines up to %d; not sent again", session_id, last)
+                    continue
+            limit = max_chars or _max_chars(client, session.agent_id, local, sessions_dir)
+            update = build_update(lines, pos, session_id, max_chars=limit, index_offset=local.offset)
+            last = update.cursor + local.offset
+            if update.payload is None:
+                if last > cursor:
+                    _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last)
                 return
+            local.attempt, local.attempt_key = [cursor + 1, last], update.key
+            local.attempt_after = _newest_id(client, conv)
+            localsession.save(sessions_dir, local)
+            _send(client, conv, update.payload, rt, local.project_root)
+            _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last)
+            result.sent += 1
+            log.info("worker %s: delivered lines %d-%d to %s (%d chars)", session_id, cursor + 1, last, conv,
+                     len(update.payload))
+        except (LettaError, Pending) as exc:
+            local = localsession.load(sessions_dir, session_id)
+            if isinstance(exc, LettaError):
+                local.failures += 1
+            local.last_error = str(exc)[:300]
+            localsession.save(sessions_dir, local)
+            result.error = str(exc)
+            log.warning("worker %s: delivery failed, kept and retried later: %s", session_id, exc)
+            return
+    result.more = True
 
 
 def _deliver_start(client, conv: str, local: localsession.LocalSession, sessions_dir: Path, rt: Runtime) -> bool:
-    """Send the session-start message once. A send whose outcome was never learnt is looked for in the
+    """Send the session-start message once. A send whose outcome was never learnt is judged from the
     conversation first (the message carries its own timestamp, so its text is unique)."""
     text = local.pending_start or ""
-    if local.start_attempted and _conversation_has(client, conv, text):
+    key = _start_key(text)
+    matches = (lambda t: t == text or f'delivery="{key}"' in t)
+    reference = ("<claude_code_session_start_retry>\n"
+                 f'<retry delivery="{key}"/>\nYour turn on the <claude_code_session_start> message above stopped '
+                 "before it completed. It is not repeated here: read it above and take it in now."
+                 "\n</claude_code_session_start_retry>")
+    if local.start_attempted and _settle(client, conv, matches, local.start_after, reference, rt, local.project_root):
         log.info("worker %s: the start message had arrived already; not sent again", local.session_id)
     else:
         local.start_attempted = True
+        local.start_after = _newest_id(client, conv)
         localsession.save(sessions_dir, local)
         _send(client, conv, text, rt, local.project_root)
-    local.pending_start, local.start_attempted = None, False
-    localsession.save(sessions_dir, local)
-    return True
-
-
-def _conversation_has(client, conversation_id: str, text: str) -> bool:
-    from .letta.messages import content_text
-
-    return any(m.get("message_type") == "user_message" and content_text(m.get("content")) == text
-               for m in client.list_messages(conversation_id, limit=50))
-
-
-def _clear_pending(sessions_dir: Path, session_id: str, delivered_to: int) -> None:
-    local = localsession.load(sessions_dir, session_id)
-    if local.pending_cursor and local.pending_cursor[1] <= delivered_to:
-        local.pending_update, local.pending_cursor = None, None
+    local = localsession.load(sessions_dir, local.session_id)
+    if local.pending_start == text:  # a newer SessionStart may have queued another meanwhile
+        local.pending_start, local.start_attempted, local.start_after = None, False, None
         localsession.save(sessions_dir, local)
+    return True

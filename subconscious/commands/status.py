@@ -54,7 +54,29 @@ def collect() -> dict:
         "problems": [
             {"kind": p.kind, "path": p.path, "message": p.message} for p in snap.problems + session_problems
         ],
+        "pending": pending_deliveries(rt.local.root / "sessions"),
     }
+
+
+def pending_deliveries(sessions_dir) -> list[dict]:
+    """Deliveries waiting on this machine: which session, what (start message, lines), since how many
+    failures, why, and when the next attempt may start (the retry markers of worker.py)."""
+    import time
+
+    from .. import localsession
+
+    out = []
+    for sid, due in localsession.pending_marks(sessions_dir):
+        local = localsession.load(sessions_dir, sid)
+        out.append({
+            "session": sid,
+            "start_message": bool(local.pending_start),
+            "lines": local.attempt,
+            "failures": local.failures,
+            "why": local.last_error or localsession.pending_reason(sessions_dir, sid),
+            "next_attempt_in_s": max(0, round(due - time.time())),
+        })
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,4 +111,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{key:<{width}}  {value}")
     for p in info["problems"]:
         print(f"  ! {p['kind']}: {p['path']}: {p['message']}")
+    pend = info.get("pending") or []
+    print(f"{'pending':<{width}}  {len(pend)} deliveries" if pend else f"{'pending':<{width}}  none")
+    for d in pend:
+        what = "start message" if d["start_message"] else (f"lines {d['lines'][0]}-{d['lines'][1]}" if d["lines"] else "new lines")
+        print(f"  - {d['session']}: {what}, {d['failures']} failures, next attempt in {d['next_attempt_in_s']} s: {d['why']}")
     return 0

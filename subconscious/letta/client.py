@@ -231,6 +231,29 @@ class LettaClient:
             raise LettaProtocolError("listing messages: the answer is not a list", "", detail=str(body)[:200])
         return [m for m in body if isinstance(m, dict)]
 
+    def iter_messages(self, conversation_id: str, *, after: str | None = None, page: int = 100,
+                      max_pages: int = 50, timeout: TimeoutArg = None) -> Iterator[dict]:
+        """Every message of a conversation oldest first (after message ``after`` if given), page by page with
+        the API's ``after`` cursor, at most ``max_pages`` pages (a LettaError past that: the caller must not
+        take "not found" for an answer)."""
+        cursor = after
+        for _ in range(max_pages):
+            batch = self.list_messages(conversation_id, limit=page, order="asc", after=cursor, timeout=timeout)
+            yield from batch
+            ids = [m.get("id") for m in batch if isinstance(m.get("id"), str)]
+            if len(batch) < page or not ids:
+                return
+            cursor = ids[-1]
+        raise LettaProtocolError(f"listing messages of {conversation_id}: more than {max_pages * page} messages to read",
+                                 "the look-up was cut short; it is retried later")
+
+    def get_run(self, run_id: str, *, timeout: TimeoutArg = None) -> dict:
+        """A run ({id, status: created|running|completed|failed|cancelled, stop_reason, …})."""
+        body = self._request(f"reading run {run_id}", "GET", f"runs/{check_id(run_id, 'run id')}", timeout=timeout)
+        if not isinstance(body, dict):
+            raise LettaProtocolError("reading a run: the answer is not an object", "", detail=str(body)[:200])
+        return body
+
     def _message_body(self, messages: MessagesArg, client_tools, max_steps: int | None, streaming: bool) -> dict:
         body: dict = {"messages": _as_messages(messages), "streaming": streaming}
         tools = _tools_json(client_tools)

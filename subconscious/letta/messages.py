@@ -13,6 +13,8 @@ from .errors import LettaProtocolError
 
 # stop reasons after which the turn is over without a problem (requires_approval: the caller must answer)
 OK_STOP_REASONS = frozenset({"end_turn", "requires_approval", "max_steps", "no_tool_call", "tool_rule"})
+# a turn that stopped with one of these is complete: the agent processed its message
+COMPLETE_STOP_REASONS = OK_STOP_REASONS - {"requires_approval"}
 
 
 @dataclass(frozen=True)
@@ -194,3 +196,52 @@ def assistant_messages_newest_first(messages: Iterable[Mapping], after_id: str |
         if m.get("message_type") == "assistant_message":
             out.append(m)
     return out
+
+
+def delivery_outcome(messages_oldest_first: Iterable[Mapping], matches, run_of) -> tuple[str, str]:
+    """What became of a message we sent, read from the conversation: ``(verdict, why)``.
+
+    ``matches(text)`` says whether a user message is ours (the original or a re-delivery by reference);
+    ``run_of(run_id)`` returns the run ({status, stop_reason}) or None when the server cannot say. A turn is
+    the user message and everything after it up to the next user message; the run of its last message
+    (each answer to a client-tool call is a run of its own) says how the turn ended. Verdicts:
+
+    - ``done``: some turn on it completed with an OK stop reason (the agent processed it);
+    - ``running``: the newest such turn's run is still going;
+    - ``waiting``: the newest stopped for client-tool calls nobody answered (a worker died mid-turn);
+    - ``failed``: it is in the conversation, but no turn on it completed (an LLM error after the server stored it);
+    - ``absent``: the server never stored it.
+    Without run information a turn counts as done when it holds an assistant message.
+    """
+    msgs = [m for m in messages_oldest_first if isinstance(m, Mapping)]
+    verdict, why = "absent", "not in the conversation"
+    for i, m in enumerate(msgs):
+        if m.get("message_type") != "user_message" or not matches(content_text(m.get("content"))):
+            continue
+        span = []
+        for n in msgs[i + 1:]:
+            if n.get("message_type") == "user_message":
+                break
+            span.append(n)
+        last = span[-1] if span else m
+        if last.get("message_type") == "approval_request_message":
+            verdict, why = "waiting", "the turn waits for client-tool results"
+            continue
+        run_id = last.get("run_id") or m.get("run_id")
+        run = run_of(run_id) if isinstance(run_id, str) and run_id else None
+        if run is None:
+            if any(n.get("message_type") == "assistant_message" for n in span):
+                return "done", "the turn has an answer (no run information)"
+            verdict, why = "failed", "the turn has no answer (no run information)"
+            continue
+        status, stop = run.get("status"), run.get("stop_reason")
+        stop = stop.get("stop_reason") if isinstance(stop, Mapping) else stop
+        if status in ("created", "running"):
+            verdict, why = "running", f"run {run_id} is {status}"
+        elif status == "completed" and (stop is None or stop in COMPLETE_STOP_REASONS):
+            return "done", f"run {run_id} completed ({stop or 'no stop reason'})"
+        elif stop == "requires_approval":
+            verdict, why = "waiting", f"run {run_id} waits for client-tool results"
+        else:
+            verdict, why = "failed", f"run {run_id} ended {status} ({stop})"
+    return verdict, why

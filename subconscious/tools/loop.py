@@ -27,7 +27,7 @@ from ..redact import redact
 from .limits import DEFAULT_LIMITS, Limits
 from .registry import Outcome, ToolContext, client_tools, execute, refuse
 
-__all__ = ["run_turn", "requests_of", "pending_requests", "TurnStats"]
+__all__ = ["run_turn", "resume_turn", "requests_of", "pending_requests", "TurnStats"]
 
 log = logging.getLogger("subconscious")
 RESULT_RETRIES = 3
@@ -162,6 +162,21 @@ class _Turn:
             combined.messages.extend(turn.messages)
             combined.stop_reason, combined.usage = turn.stop_reason, turn.usage or combined.usage
         return combined
+
+
+def resume_turn(client, conversation_id: str, *, mode: str, cwd: str | None, limits: Limits = DEFAULT_LIMITS,
+                ctx: ToolContext | None = None) -> TurnResult:
+    """Finish a turn an earlier worker left waiting for client-tool results (it died between the agent's
+    request and its answer): answer the waiting calls under the current mode and run the turn to its end.
+    Raises LettaError when nothing is waiting or the turn could not be completed."""
+    ctx = ctx if ctx is not None else ToolContext.for_session(mode, cwd, limits)
+    waiting = pending_requests(client, conversation_id)
+    if not waiting:
+        raise LettaError(f"{conversation_id} has no tool call waiting to be answered", "the turn is checked again later")
+    t = _Turn(client, conversation_id, ctx, limits, TurnStats())
+    return t.finish(TurnResult(messages=[{"message_type": "approval_request_message", "tool_calls": [
+        {"tool_call_id": r.tool_call_id, "name": r.name, "arguments": r.arguments_raw} for r in waiting]}],
+        stop_reason="requires_approval"))
 
 
 def run_turn(client, conversation_id: str, text: str, *, mode: str, cwd: str | None,
