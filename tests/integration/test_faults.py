@@ -243,7 +243,7 @@ def test_server_down_every_hook_exits_in_time_and_the_next_stop_delivers_what_wa
     pre = rig.hook("pre-tool-use")
     assert ups.stdout.strip() == "" and pre.stdout.strip() == ""
     rig.hook("stop")
-    log = rig.wait_log(r"delivery failed, kept for the next Stop: .*cannot connect to Letta")
+    log = rig.wait_log(r"delivery failed, kept and retried later: .*cannot connect to Letta")
     assert re.search(r"hook user-prompt-submit: .*cannot connect to Letta at http://127\.0\.0\.1:\d+/v1", log)
     assert re.search(r"hook pre-tool-use: .*cannot connect to Letta", log)
     rig.wait_worker_idle()
@@ -251,7 +251,7 @@ def test_server_down_every_hook_exits_in_time_and_the_next_stop_delivers_what_wa
 
     rig.turn("while-down")
     rig.hook("stop")
-    rig.wait_log(r"delivery failed, kept for the next Stop", count=2)
+    rig.wait_log(r"delivery failed, kept and retried later", count=2)
     rig.recover()
 
 
@@ -299,7 +299,7 @@ def test_5xx_answers_hooks_log_the_status_and_the_next_stop_delivers_once(rig: R
     rig.proxy.clear()
     rig.proxy.fail(500, method="POST", path=MESSAGES, count=None)
     rig.hook("stop")
-    rig.wait_log(r"delivery failed, kept for the next Stop: .*HTTP 500")
+    rig.wait_log(r"delivery failed, kept and retried later: .*HTTP 500")
     rig.wait_worker_idle()
     assert rig.cursor() == -1
     rig.turn("during")
@@ -322,7 +322,7 @@ def test_409_that_outlasts_the_retries_is_kept_for_the_next_stop(rig: Rig):
     rig.turn("busy")
     rig.proxy.fail(409, method="POST", path=MESSAGES, count=None)
     rig.hook("stop")
-    rig.wait_log(r"delivery failed, kept for the next Stop: .*HTTP 409.*another request is still running", timeout=60)
+    rig.wait_log(r"delivery failed, kept and retried later: .*HTTP 409.*another request is still running", timeout=60)
     rig.wait_worker_idle()
     assert rig.cursor() == -1
     rig.recover()
@@ -398,7 +398,7 @@ def test_malformed_or_cut_stream_is_never_delivered_twice(rig: Rig, name: str):
     rig.turn("cut")
     rig.proxy.cut_stream(method="POST", path=MESSAGES, count=1, **args)
     rig.hook("stop")
-    rig.wait_log(r"delivery failed, kept for the next Stop: .*" + reason)
+    rig.wait_log(r"delivery failed, kept and retried later: .*" + reason)
     rig.wait_worker_idle()
     assert rig.cursor() == -1 and rig.local()["attempt"] == [0, rig.transcript.line_count() - 1]
     rig.recover()
@@ -409,7 +409,7 @@ def test_connection_dropped_after_the_server_took_the_message(rig: Rig):
     rig.turn("dropped")
     rig.proxy.drop_after_forward(method="POST", path=MESSAGES, count=1)
     rig.hook("stop")
-    rig.wait_log(r"delivery failed, kept for the next Stop: .*connection to Letta at \S+ failed")
+    rig.wait_log(r"delivery failed, kept and retried later: .*connection to Letta at \S+ failed")
     rig.wait_worker_idle()
     assert rig.deliveries()[f"question {rig.turns[0]}"] == 1  # the server has it; we could not know
     rig.recover()
@@ -419,7 +419,7 @@ def test_connection_dropped_after_the_server_took_the_message(rig: Rig):
 def test_start_message_whose_reply_was_dropped_is_not_sent_twice(rig: Rig):
     rig.proxy.drop_after_forward(method="POST", path=MESSAGES, count=1)  # the server takes it; we never hear
     rig.hook("session-start")
-    rig.wait_log(r"delivery failed, kept for the next Stop")
+    rig.wait_log(r"delivery failed, kept and retried later")
     rig.wait_worker_idle()
     assert rig.local()["pending_start"] and rig.local()["start_attempted"] is True
     rig.turn("after-start")

@@ -99,11 +99,21 @@ def test_secrets_do_not_leave_the_machine():
 
 
 def test_compaction_summary_and_slash_command():
-    got = messages(build_update(lines_of("compact"), -1, "s").payload)
-    summaries = [t for r, t in got if t.startswith("[Session Summary]: ")]
-    assert len(summaries) == 1 and "build uses make & ninja" in summaries[0]
-    assert all(r == "system" for r, t in got if t.startswith("[Session Summary]"))
+    """The compaction summary summarises lines this session delivered itself: it is not sent again (it was,
+    before issue 10). The /compact command and its output are not the user's words."""
+    lines = lines_of("compact")
+    got = messages(build_update(lines, -1, "s").payload)
+    assert not any(t.startswith("[Session Summary]: ") for _, t in got)
+    assert sum("Read my notes." in t for _, t in got) == 1  # what the summary covers went out itself
     assert not any("local-command-caveat" in t for _, t in got)  # isMeta lines skipped
+    assert any(r == "system" and t.startswith("[Command: /compact") for r, t in got) and ("system", "[Command output]: Compacted (ctrl+o to see full summary)") in got
+    assert not any(r == "user" and ("<command-name>" in t or "local-command-stdout" in t) for r, t in got)
+    # a summary at the top of a transcript (a session continued from one this agent may not have seen) is kept
+    top = [l for l in lines if '"isCompactSummary":true' in l.replace(" ", "")]
+    assert top
+    again = messages(build_update(top + lines[55:56], -1, "s").payload)
+    summaries = [t for r, t in again if t.startswith("[Session Summary]: ")]
+    assert len(summaries) == 1 and "build uses make & ninja" in summaries[0]
 
 
 @pytest.mark.parametrize("scenario", ["resume", "compact"])
@@ -214,7 +224,7 @@ def test_partial_last_line_waits_for_next_time():
 def test_cursor_edges():
     lines = [_line("user", "a"), json.dumps({"type": "last-prompt"})]
     assert session_update(lines, 1, "s") == (None, 1)            # nothing new
-    assert session_update(lines, 7, "s") == (None, 7)            # file shrank: keep, never resend
+    assert session_update(lines, 7, "s") == (None, 7)            # past the end: as it is (the worker checks line identity)
     assert session_update(lines, -5, "s")[1] == 1                # below -1 means from the start
     assert session_update(lines[1:], -1, "s") == (None, 0)       # only bookkeeping: advance, no payload
     assert session_update([], -1, "s") == (None, -1)
