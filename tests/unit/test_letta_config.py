@@ -1,8 +1,10 @@
 """Base URL normalisation, agent id validation, settings from the environment, secret redaction."""
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from subconscious.letta.config import LettaSettings, check_id, display_url, normalize_base_url, validate_agent_id
@@ -41,11 +43,19 @@ _prefix = st.lists(st.from_regex(r"[a-z0-9_\-]{1,6}", fullmatch=True), max_size=
 
 @given(st.sampled_from(["http", "https"]), _host, st.one_of(st.none(), st.integers(1, 65535)), _prefix,
        st.booleans(), st.integers(0, 3))
+@example("http", "v1", None, "", True, 0)  # a host named v1: http://v1/v1 has one /v1 path, not two
+@example("https", "h", 443, "v1", False, 1)  # a proxy prefix /v1 is taken as the API root
+@example("https", "h", None, "v1", True, 2)  # ... and with /v1 after it, kept as it is
 def test_normalisation_is_idempotent_and_ends_in_v1(scheme, host, port, prefix, with_v1, slashes):
     netloc = host + (f":{port}" if port else "")
-    path = ("/" + prefix if prefix else "") + ("/v1" if with_v1 else "") + "/" * slashes
+    base = "/" + prefix if prefix else ""
+    path = base + ("/v1" if with_v1 else "") + "/" * slashes
     once = normalize_base_url(f"{scheme}://{netloc}{path}")
-    assert once.endswith("/v1") and not once.endswith("/v1/v1") and "//v1" not in once
+    # the assertions are about the path: the host may itself be "v1" (http://v1/v1 ends in "/v1/v1")
+    api = urlsplit(once).path
+    assert api.endswith("/v1") and "//" not in api
+    assert api == (base if base.endswith("/v1") and not with_v1 else base + "/v1")  # exactly one /v1 added
+    assert once == f"{scheme}://{netloc}{api}"
     assert normalize_base_url(once) == once
     assert normalize_base_url(once + "/") == once
 
