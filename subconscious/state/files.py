@@ -73,6 +73,8 @@ def set_aside(path: Path, raw: bytes, kind: str, root: Path, host: str) -> Path:
     digest = hashlib.sha256(raw).hexdigest()[:12]
     suffix = f".{kind}.{digest}"
     name = fit_name(path.name, ASIDE_NAME_MAX - len(suffix.encode("utf-8", "surrogateescape")))
+    if (root / QUARANTINE).is_symlink():
+        raise OSError(f"{root / QUARANTINE} is a symbolic link: nothing is set aside through it")
     target = ensure_dir(root / QUARANTINE) / (name + suffix)
     if not target.exists():
         atomic_write(target, raw)
@@ -97,6 +99,10 @@ def read_json(path: Path, *, root: Path, host: str, keep: bool = True) -> ReadRe
     regenerated version may replace it. ``keep=False`` (read-only callers such as ``status``) reports
     without setting anything aside.
     """
+    linked = _linked_parent(Path(path), Path(root))
+    if linked is not None:
+        return ReadResult(problems=[Problem(UNSAFE, str(path), f"inside {linked}, a symbolic link to a directory: "
+                                            "not read, never copied")], exists=True)
     got = REAL.read(Path(path))
     if got.status == "missing":
         return ReadResult()
@@ -109,6 +115,21 @@ def read_json(path: Path, *, root: Path, host: str, keep: bool = True) -> ReadRe
     return parse_json(path, got.data, root=root, host=host, keep=keep)
 
 
+def _linked_parent(path: Path, root: Path) -> Path | None:
+    """The first directory between ``root`` and ``path`` that is a symbolic link (``hosts/`` → elsewhere
+    would make every file there look like ours), or None."""
+    try:
+        rel = path.parent.relative_to(root)
+    except ValueError:
+        return None
+    here = root
+    for part in rel.parts:
+        here = here / part
+        if here.is_symlink():
+            return here
+    return None
+
+
 def parse_json(path: Path, raw: bytes, *, root: Path, host: str, keep: bool = True) -> ReadResult:
     """The JSON values the bytes ``raw`` of the regular file ``path`` stand for.
 
@@ -118,7 +139,13 @@ def parse_json(path: Path, raw: bytes, *, root: Path, host: str, keep: bool = Tr
     """
 
     def aside(kind: str) -> str | None:
-        return str(set_aside(path, raw, kind, root, host)) if keep else None
+        if not keep:
+            return None
+        try:
+            return str(set_aside(path, raw, kind, root, host))
+        except OSError as exc:  # a full or read-only disk, a linked quarantine/: still reported, just not kept
+            logging.getLogger("subconscious").warning("state: could not set %s aside: %s", path, exc)
+            return None
 
     result = ReadResult(exists=True, raw=raw)
     try:

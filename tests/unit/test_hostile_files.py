@@ -161,6 +161,22 @@ def test_read_json_reports_links_and_special_files_and_never_copies_them(rig: Ri
     assert not (rig.state / "quarantine").exists()
 
 
+def test_nothing_is_read_through_or_set_aside_into_a_linked_directory(rig: Rig):
+    (rig.outside / "id.json").write_bytes(SECRET)
+    os.rmdir(rig.state / "hosts")
+    os.symlink(rig.outside, rig.state / "hosts")
+    result = read_json(rig.state / "hosts" / "id.json", root=rig.state, host="laptop")
+    assert [p.kind for p in result.problems] == [UNSAFE] and result.raw == b""
+    elsewhere = rig.tmp / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, rig.state / "quarantine")
+    (rig.state / "session-s1.json").write_bytes(b"garbage")
+    result = read_json(rig.state / "session-s1.json", root=rig.state, host="laptop")  # reported, not kept
+    assert [p.kind for p in result.problems] == ["unparseable"] and result.problems[0].kept_at is None
+    assert not list(elsewhere.iterdir())
+    assert SECRET not in rig.inside_bytes()
+
+
 def test_an_over_large_file_is_refused_unread(rig: Rig, monkeypatch):
     from subconscious.state import fs
 
@@ -198,6 +214,27 @@ def test_a_notepad_bom_is_read(rig: Rig):
     assert store.session("s1").last_processed_index == 7
     got = read_json(rig.state / "conversations.json", root=rig.state, host="laptop")
     assert got.values == [{"s1": "conv-legacy"}] and not got.problems
+
+
+# Found in code this change does not own (state/fs.py, state/sources.py): strict xfails, so a fix shows.
+
+
+@pytest.mark.xfail(strict=True, reason="fs.RealFS.read/listdir follow a symlinked hosts/ directory, and the "
+                   "store's Reader then copies an outside file's bytes into quarantine/")
+def test_the_store_never_copies_a_file_from_behind_a_linked_hosts_directory(rig: Rig):
+    (rig.outside / "id.json").write_bytes(SECRET)
+    os.rmdir(rig.state / "hosts")
+    os.symlink(rig.outside, rig.state / "hosts")
+    rig.store().read()
+    assert SECRET not in rig.inside_bytes()
+
+
+@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError,
+                   reason="sources._short encodes names strictly: a copy name that is not UTF-8 crashes the read")
+def test_a_copy_whose_name_is_not_utf8_does_not_crash_the_store(rig: Rig):
+    (rig.state / "session-s1.json").write_text('{"sessionId": "s1", "lastProcessedIndex": 1}')
+    (rig.state / os.fsdecode(b"session-s1 (J\xfcrgen's conflicted copy 2026-11-30).json")).write_bytes(b"garbage")
+    assert rig.store().session("s1").last_processed_index == 1
 
 
 # ------------------------------------------------------------------ names under NAME_MAX
