@@ -70,12 +70,16 @@ def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default
     return value
 
 
-def load_settings(env: Mapping[str, str] = os.environ, cwd: str | None = None) -> Settings:
-    """Settings for a command run in ``cwd`` (a hook passes the session's cwd)."""
+def load_settings(env: Mapping[str, str] = os.environ, cwd: str | None = None, home: str | None = None) -> Settings:
+    """Settings for a command run in ``cwd`` (a hook passes the session's cwd). ``home``: the session's
+    home as recorded at its start (an absolute path): used as it is, whatever LETTA_HOME and ``cwd`` say now."""
     cwd = cwd or env.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     user_home = env.get("HOME") or str(Path.home())
     raw_home = env.get("LETTA_HOME")
-    letta_home = expand_letta_home(raw_home, user_home, cwd) if raw_home is not None else Path(cwd)
+    if home is not None and os.path.isabs(home):
+        letta_home = Path(home)
+    else:
+        letta_home = expand_letta_home(raw_home, user_home, cwd) if raw_home is not None else Path(cwd)
     window = env.get("LETTA_CONTEXT_WINDOW")
     if window is not None and window.strip():
         if not window.strip().isdigit():

@@ -29,6 +29,8 @@ class LocalSession:
     transcript_path: str | None = None
     cwd: str | None = None  # Claude Code's current directory at the last hook (informational)
     project_root: str | None = None  # the directory the agent's tools see, fixed at SessionStart (tools/confine.py)
+    home: str | None = None  # the session's LETTA_HOME (absolute), fixed at SessionStart: every hook and the worker use it
+    start_for: str | None = None  # the conversation a start message was queued for (never queued twice)
     pending_start: str | None = None  # the session-start message, until delivered
     start_attempted: bool = False  # a send of pending_start began; its outcome may be unknown
     pending_update: str | None = None  # the last payload the Stop hook built (fallback if the transcript goes)

@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import localsession
 from .hookrun import HookEvent
-from .runtime import Runtime, runtime
+from .runtime import Runtime
 from .state.ids import check_session_id
 from .state.store import Store
 
@@ -28,6 +29,11 @@ class SessionContext:
     rt: Runtime
     store: Store
     session_id: str
+    local: localsession.LocalSession | None = None  # the machine-local session file, as loaded at the start
+
+    def __post_init__(self):
+        if self.local is None:
+            self.local = localsession.load(self.sessions_dir, self.session_id)
 
     @property
     def settings(self):
@@ -59,12 +65,26 @@ class SessionContext:
         return max(0.5, budget - (time.monotonic() - self.event.started))
 
 
+def session_runtime(session_id: str, env=os.environ, cwd: str | None = None
+                    ) -> tuple[Runtime, localsession.LocalSession]:
+    """The runtime of one session, with its home as recorded in the machine-local session file (field
+    ``home``, set once by SessionStart): hooks and the worker use the same home whatever the cwd does (a
+    ``cd``, a worktree). Before anything is recorded, the home comes from ``env``/``cwd`` as usual."""
+    from .config import load_settings
+    from .localstate import host_identity, local_dirs
+
+    dirs = local_dirs(env)
+    local = localsession.load(dirs.root / "sessions", check_session_id(session_id))
+    settings = load_settings(env, cwd, home=local.home)
+    return Runtime(settings, dirs, host_identity(dirs, env)), local
+
+
 def open_session(event: HookEvent) -> SessionContext:
     sid = check_session_id(event.session_id)
-    rt = runtime(os.environ, cwd=event.cwd)
+    rt, local = session_runtime(sid, os.environ, cwd=event.cwd)
     if rt.settings.mode == "off":
         raise Skip("LETTA_MODE=off")
-    return SessionContext(event, rt, rt.store(), sid)
+    return SessionContext(event, rt, rt.store(), sid, local)
 
 
 def now_iso() -> str:

@@ -1,5 +1,7 @@
-"""SessionStart: resolve the agent (once per session), create or reuse this session's conversation,
-record it, queue the start message for the worker and clean legacy CLAUDE.md sections."""
+"""SessionStart: fix the session's home (recorded once in the machine-local session file: every later hook
+and the worker use it, whatever the cwd does), resolve the agent (once per session), create or reuse this
+session's conversation, record it, queue the start message for the worker (once per conversation: not
+again on resume, compact or clear), clean legacy CLAUDE.md sections and sweep machine-local temp files."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ..state.records import SessionState
 
 log = logging.getLogger("subconscious")
 PIN = "agentId"
+RESUMED = ("resume", "compact", "clear")  # sources of a SessionStart that continues a session
 
 
 def resolve(ctx: SessionContext, client) -> tuple[str, str]:
@@ -49,6 +52,12 @@ def conversation_for(ctx: SessionContext, client, agent_id: str) -> str:
 
 def handle(event: HookEvent) -> str | None:
     ctx = open_session(event)
+    try:
+        from ..hookrun import sweep_local_temp
+
+        sweep_local_temp(ctx.rt.local.root)
+    except Exception as exc:  # noqa: BLE001 - housekeeping never stops a session from starting
+        log.debug("session-start: temp sweep failed: %s", exc)
     begin(ctx, event)
     from ..spawn import spawn_worker
 
@@ -56,15 +65,29 @@ def handle(event: HookEvent) -> str | None:
     return None
 
 
+def record_home(ctx: SessionContext) -> None:
+    """Fix the session's home the first time a session is begun: the home this hook resolved (LETTA_HOME, or
+    the cwd when it is unset). Later hooks and the worker read it back (pipeline.session_runtime)."""
+    home = getattr(ctx.settings, "letta_home", None)
+    local = localsession.load(ctx.sessions_dir, ctx.session_id)
+    if local.home or home is None:
+        return
+    local.home = str(Path(home).absolute())
+    localsession.save(ctx.sessions_dir, local)
+
+
 def begin(ctx: SessionContext, event: HookEvent) -> str:
     """SessionStart's work (also done by the first Stop of a session whose SessionStart failed): the
     conversation, the session file, the start message queued for the worker. Returns the conversation id."""
+    record_home(ctx)
     with ctx.client(timeout=ctx.remaining(10.0)) as client:
         agent_id, agent_name = resolve(ctx, client)
         conv = conversation_for(ctx, client, agent_id)
+    fresh = []
 
     def record(cur: SessionState | None) -> SessionState:
         base = cur or SessionState(ctx.session_id, started_at=now_iso())
+        fresh[:] = [base.conversation_id != conv]
         if base.conversation_id != conv:  # a new conversation has seen no messages and no blocks
             base = base.evolve(last_seen_message_id=None, last_block_values=None)
         return base.evolve(conversation_id=conv, agent_id=agent_id)
@@ -91,12 +114,17 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
             log.warning("session-start: no tools for session %s: %s", ctx.session_id, refused)
     if isinstance(event.data.get("transcript_path"), str):
         local.transcript_path = event.data["transcript_path"]
-    local.start_attempted = False
-    local.pending_start = session_start_message(
-        project=ctx.settings.project or Path(local.project_root).name, path=local.project_root,
-        session_id=ctx.session_id, timestamp=now_iso(), sdk_tools_mode=ctx.settings.sdk_tools,
-        machine=ctx.rt.host.name, tools_refused=refused,
-    )
+    # the start message, once per conversation: a resumed or compacted session's conversation has it (an
+    # upstream session resumed here has no start_for yet: its conversation had one too)
+    source = event.data.get("source")
+    if local.start_for != conv and (any(fresh) or source not in RESUMED):
+        local.start_attempted = False
+        local.pending_start = session_start_message(
+            project=ctx.settings.project or Path(local.project_root).name, path=local.project_root,
+            session_id=ctx.session_id, timestamp=now_iso(), sdk_tools_mode=ctx.settings.sdk_tools,
+            machine=ctx.rt.host.name, tools_refused=refused,
+        )
+    local.start_for = conv
     localsession.save(ctx.sessions_dir, local)
 
     from ..claudemd import clean
