@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Container, Iterable, Mapping, Sequence
 
 __all__ = [
     "AgentMessage", "Block", "Injection", "as_message", "as_block", "new_messages",
     "format_messages", "block_diff", "changed_blocks", "format_memory_update",
     "format_full_context", "prompt_injection", "pre_tool_injection", "pre_tool_output",
-    "BlockChange", "escape", "escape_attr", "TAG_NAMES",
+    "BlockChange", "escape", "escape_attr", "TAG_NAMES", "LookBack", "look_back", "watermark_after",
+    "moves_forward",
 ]
 
 # Every tag name this module emits; nothing from the agent ever becomes one.
@@ -118,6 +119,72 @@ def new_messages(messages_newest_first: Iterable[AgentMessage | Mapping[str, Any
                 break
     fresh = [m for m in reversed(items[:end]) if m.content.strip()]
     return fresh, items[0].id
+
+
+@dataclass(frozen=True, slots=True)
+class LookBack:
+    """What a hook learnt about the conversation since the session's watermark (``last_seen``).
+
+    ``order``: the ids of every message newer than ``last_seen``, newest first, every type, each once
+    (Letta gives a reasoning and an assistant message of one step the same id) — the server's order,
+    the only order ids have. ``notes``: the assistant messages with text among them, oldest first.
+    ``found``: ``last_seen`` was reached (False: it was never set, or lies beyond what was fetched)."""
+
+    last_seen: str | None
+    order: tuple[str, ...]
+    notes: tuple[AgentMessage, ...]
+    found: bool
+
+
+def look_back(messages_newest_first: Iterable[AgentMessage | Mapping[str, Any]], last_seen: str | None,
+              found: bool | None = None) -> LookBack:
+    """Everything newer than ``last_seen`` in ``messages_newest_first`` (pages of the conversation
+    messages API, newest first, concatenated). ``found`` overrides whether ``last_seen`` was reached."""
+    order: list[str] = []
+    seen_ids: set[str] = set()
+    notes: list[AgentMessage] = []
+    reached = False
+    for m in messages_newest_first:
+        mid = str(m.id if isinstance(m, AgentMessage) else m.get("id", ""))
+        if last_seen is not None and mid == last_seen:
+            reached = True
+            break
+        if mid and mid not in seen_ids:
+            seen_ids.add(mid)
+            order.append(mid)
+        if isinstance(m, Mapping) and m.get("message_type", "assistant_message") != "assistant_message":
+            continue
+        note = as_message(m)
+        if note.content.strip():
+            notes.append(note)
+    notes.reverse()
+    return LookBack(last_seen, tuple(order), tuple(notes), reached if found is None else found)
+
+
+def watermark_after(look: LookBack, printed: Container[str]) -> str | None:
+    """The newest id the watermark may move to: every note up to it (oldest first) has been printed
+    (messages that are not notes pass). ``look.last_seen`` when the oldest new note is not printed yet:
+    the watermark never passes a note that is still to be shown."""
+    note_ids = {n.id for n in look.notes}
+    mark = look.last_seen
+    for mid in reversed(look.order):
+        if mid in note_ids and mid not in printed:
+            break
+        mark = mid
+    return mark
+
+
+def moves_forward(look: LookBack, current: str | None, candidate: str | None) -> bool:
+    """Whether the stored watermark ``current`` may become ``candidate`` (a compare-and-set inside the
+    store's update). Yes if it is still the value this look started from, or one this look saw as older
+    than ``candidate``. Any other value was set by a hook that fetched later: it is newer (the watermark
+    only ever moves forward), keep it. A slower hook can therefore never move it back."""
+    if candidate is None or candidate == current:
+        return False
+    if current == look.last_seen:
+        return True
+    pos = {mid: i for i, mid in enumerate(look.order)}
+    return current in pos and candidate in pos and pos[current] > pos[candidate]
 
 
 WHISPER_INSTRUCTION = (

@@ -1,23 +1,119 @@
-"""Shared by UserPromptSubmit and PreToolUse: fetch what the agent said (and, in full mode, its memory
-blocks), work out what is new for this session, and remember what was shown."""
+"""Shared by UserPromptSubmit and PreToolUse: fetch what the agent said since the session's watermark (and,
+in full mode, its memory blocks), claim what this hook will show, and record it only once it is printed.
+
+One note is shown once even when several hooks run at the same moment (parallel tool calls):
+
+1. look back by id: pages of the conversation, newest first, until the watermark
+   (``last_seen_message_id``) is reached — however many messages are new (up to ``MAX_PAGES`` pages);
+2. claim (:mod:`subconscious.claims`, a machine-local compare-and-set): this hook takes the new notes that
+   no other hook printed or holds;
+3. print (hookrun writes and flushes stdout), then :meth:`Output.written`: the claimed notes are recorded
+   as printed, and the watermark moves over the notes printed so far — by compare-and-set in the store,
+   never back (a slower hook that fetched earlier cannot undo a newer one), never past a note not printed.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 import time
+from typing import Callable
 
-from .. import localsession
+from .. import claims
 from ..pipeline import SessionContext, Skip
 
+log = logging.getLogger("subconscious")
+MAX_PAGES = 20
 
-def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool: bool,
-                    local: localsession.LocalSession | None = None) -> str | None:
-    """``local``: the machine-local session file if the caller already loaded it."""
+
+class Output(str):
+    """A hook's stdout text; hookrun calls ``written()`` once the text was written and flushed."""
+
+    written: Callable[[], None] | None = None
+
+
+def claims_dir(ctx: SessionContext):
+    return ctx.rt.local.root / "shown"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def read_pages(page_of: Callable[[str | None], list[dict]], last_seen: str | None, page: int,
+               max_pages: int = MAX_PAGES, time_left: Callable[[], float] = lambda: 1.0) -> tuple[list[dict], bool]:
+    """Messages newest first, page after page (``before`` the oldest of the last page), until
+    ``last_seen`` is among them; returns (messages, whether ``last_seen`` was reached)."""
+    out: list[dict] = []
+    ids: set = set()
+    before = None
+    for _ in range(max_pages):
+        batch = page_of(before)
+        if not batch or batch[0].get("id") in ids:  # the end, or a server that ignores ``before``
+            return out, False
+        out += batch
+        ids.update(m.get("id") for m in batch)
+        if last_seen is not None and last_seen in ids:
+            return out, True
+        before = batch[-1].get("id")
+        if len(batch) < page or not isinstance(before, str) or not before:
+            return out, False
+        if time_left() < 1.0:
+            break
+    if last_seen is not None:
+        log.warning("messages: more than %d messages since the last one shown (or the server is slow); "
+                    "older ones are not shown", len(out))
+    return out, False
+
+
+def claim_notes(directory, session_id: str, look, *, owner: int, now: int, block_key: str | None = None,
+                alive: Callable[[int], bool] | None = None) -> tuple[list[str], frozenset[str]]:
+    """Step 2: claim the new notes (and a block change) nobody printed or holds: (ids claimed, ids printed)."""
+    wanted = [n.id for n in look.notes] + ([block_key] if block_key else [])
+    kw = {"alive": alive} if alive is not None else {}
+    return claims.claim(directory, session_id, wanted, owner=owner, now_ms=now, **kw)
+
+
+def to_show(look, mine) -> list:
+    """The claimed notes, newest first (as the context builders take them)."""
+    taken = set(mine)
+    return [n for n in reversed(look.notes) if n.id in taken]
+
+
+def after_printed(directory, session_id: str, look, mine, printed, *, owner: int) -> str | None:
+    """Step 3, once the output is out: record the claimed notes as printed; returns where the watermark
+    may move (over printed notes only)."""
+    from ..context import watermark_after
+
+    done = claims.mark_printed(directory, session_id, mine, owner=owner) if mine else printed
+    return watermark_after(look, done)
+
+
+def watermark_change(look, conv: str, mark: str | None, also: Callable | None = None) -> Callable:
+    """The store update (a compare-and-set inside ``update_session``): the watermark moves to ``mark`` only
+    forward in the server's order; ``also(state)`` adds to the same write (the blocks shown)."""
+    from ..context import moves_forward
+
+    def change(cur):
+        if cur is None or cur.conversation_id != conv:
+            return None  # a new conversation since: what this hook saw belongs to the old one
+        out = cur
+        if moves_forward(look, cur.last_seen_message_id, mark):
+            out = out.evolve(last_seen_message_id=mark)
+        if also is not None:
+            out = also(out)
+        return out if out is not cur else None
+
+    return change
+
+
+def fetch_injection(ctx: SessionContext, *, page: int, budget: float, pre_tool: bool) -> Output | None:
     session = ctx.store.session(ctx.session_id)
     if session is None or not session.conversation_id:
         raise Skip("no conversation for this session yet (SessionStart has not run or failed)")
-    local = local or localsession.load(ctx.sessions_dir, ctx.session_id)
+    local = ctx.local
     full = ctx.settings.mode == "full"
-    from ..context import pre_tool_injection, prompt_injection
+    from ..context import as_block, look_back, pre_tool_injection, prompt_injection
 
     keyring = cached = None
     if full:
@@ -27,40 +123,72 @@ def fetch_injection(ctx: SessionContext, *, limit: int, budget: float, pre_tool:
         keyring = KeyRing.load(ctx.rt.local.keys)
         cached = open_blocks(session.last_block_values, keyring, ctx.session_id)  # {} = nothing readable here
     from ..letta import lite  # stdlib reads: these hooks skip httpx's import cost
+    from ..letta.config import check_id
+    from ..letta.errors import LettaProtocolError
 
     ctx.require_key()
     s = ctx.settings
-    messages = lite.list_messages(s.base_url, session.conversation_id, api_key=s.api_key, limit=limit,
-                                  timeout=ctx.remaining(budget))
+    conv, base = session.conversation_id, session.last_seen_message_id
+    path = f"conversations/{check_id(conv, 'conversation id')}/messages"
+
+    def page_of(before: str | None) -> list[dict]:
+        params = {"limit": page, "order": "desc"}
+        if before:
+            params["before"] = before
+        body = lite.get_json(s.base_url, path, api_key=s.api_key, params=params, timeout=ctx.remaining(budget),
+                             what=f"listing messages of {conv}")
+        if not isinstance(body, list):
+            raise LettaProtocolError("listing messages: the answer is not a list", "", detail=str(body)[:200])
+        return [m for m in body if isinstance(m, dict)]
+
+    messages, found = read_pages(page_of, base, page,
+                                 time_left=lambda: budget - (time.monotonic() - ctx.event.started))
     blocks = []
     if full and session.agent_id:
         agent = lite.get_agent(s.base_url, session.agent_id, api_key=s.api_key, timeout=ctx.remaining(budget))
         blocks = agent.get("blocks") or []
-    local.last_fetch_ms = int(time.time() * 1000)
-    localsession.save(ctx.sessions_dir, local)
+    look = look_back(messages, base, found)
+
+    values = shown = block_key = None
+    if full:
+        values = {b.label: b.value for b in map(as_block, blocks)}
+        shown = cached or None
+        if values != cached and not (pre_tool and shown is None):  # a change of blocks to show
+            import hashlib
+            import json
+
+            digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:24]
+            block_key = claims.BLOCKS + digest
+    directory, owner = claims_dir(ctx), os.getpid()
+    mine, printed = claim_notes(directory, ctx.session_id, look, owner=owner, now=now_ms(), block_key=block_key)
+    blocks_mine = block_key is not None and block_key in mine
+    last_values = shown if blocks_mine or not full else values  # another hook shows this block change
     build = pre_tool_injection if pre_tool else prompt_injection
     extra = {} if pre_tool else {"sdk_tools": ctx.settings.sdk_tools}
-    injection = build(ctx.settings.mode, local.agent_name, messages, session.last_seen_message_id,
-                      blocks, (cached or None) if full else None, **extra)
-    blocks_changed = full and injection.block_values is not None and injection.block_values != cached
-    if injection.last_seen_id != session.last_seen_message_id or blocks_changed:
-        policy = None
-        if blocks_changed:
+    injection = build(ctx.settings.mode, local.agent_name, to_show(look, mine), None, blocks, last_values, **extra)
+
+    def written() -> None:
+        mark = after_printed(directory, ctx.session_id, look, mine, printed, owner=owner)
+        new_values = injection.block_values if blocks_mine else None
+        if mark == base and new_values is None:
+            return
+        also = None
+        if new_values is not None:
+            from ..blockcache import with_blocks
             from ..keys import read_policy
 
             policy = read_policy(ctx.store)
+            also = lambda state: with_blocks(state, new_values, keyring, policy)[0]  # noqa: E731
+        ctx.store.update_session(ctx.session_id, watermark_change(look, conv, mark, also))
 
-        def change(cur):  # one write for what was shown: the last message and the blocks
-            cur = (cur or session).evolve(last_seen_message_id=injection.last_seen_id)
-            if policy is not None:
-                from ..blockcache import with_blocks
-
-                cur, _ = with_blocks(cur, injection.block_values, keyring, policy)
-            return cur
-
-        ctx.store.update_session(ctx.session_id, change)
-    return injection.text
+    if not injection.text:
+        written()  # nothing to print: still move the watermark over what others printed
+        return None
+    out = Output(injection.text)
+    out.written = written
+    return out
 
 
-def fresh_enough(local: localsession.LocalSession, ttl_ms: int) -> bool:
-    return 0 <= int(time.time() * 1000) - local.last_fetch_ms < ttl_ms
+def take_fetch(ctx: SessionContext, ttl_ms: int) -> bool:
+    """The fetch TTL as a compare-and-set: True for the one hook that fetches now."""
+    return claims.take_fetch(claims_dir(ctx), ctx.session_id, ttl_ms, now_ms())

@@ -1,13 +1,17 @@
 """UserPromptSubmit: inject the agent's new messages (whisper), plus memory blocks and their changes
-(full). At most two requests: the conversation's messages, and in full mode the agent's blocks."""
+(full). Requests: the conversation's new messages (one page of 100 unless more are new), and in full
+mode the agent's blocks."""
 
 from __future__ import annotations
 
 from ..hookrun import HookEvent
 from ..pipeline import open_session
-from .messages import fetch_injection
+from .messages import fetch_injection, take_fetch
+
+PAGE = 100
 
 
 def handle(event: HookEvent) -> str | None:
     ctx = open_session(event)
-    return fetch_injection(ctx, limit=300, budget=7.0, pre_tool=False)
+    take_fetch(ctx, 0)  # always fetches; a PreToolUse right after it need not
+    return fetch_injection(ctx, page=PAGE, budget=7.0, pre_tool=False)
