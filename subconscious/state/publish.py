@@ -62,11 +62,16 @@ def _keep_name(path: Path) -> Path:
     return path.with_name(displaced_prefix(path.name) + secrets.token_hex(4))
 
 
-def _new(fs: FS, path: Path, data: bytes, durable: bool) -> Path:
-    """Our new bytes in a file that is already named as a displaced version of ``path``: after the
-    swap it holds the version we displaced, so a crash at any point leaves a source, not an orphan
-    (before the swap it holds our own new version, which is harmless to merge)."""
-    return fs.put_temp(path.parent, f"displaced-{path.name}", data, durable=durable)
+def _new(fs: FS, path: Path, data: bytes, durable: bool, shared: bool) -> Path:
+    """Our new bytes in a temp file beside ``path``.
+
+    For a file others write too (``shared``: a view), the temp is already named as a displaced version:
+    after the swap it holds the version we displaced, so a crash at any point leaves a source, not an
+    orphan; before the swap it holds our new view, whose content is durable in our own files already, so
+    a reader that merges it early sees nothing that could vanish again. A file only we write (a shard, a
+    host's session version) gets a plain temp: there the new bytes are the only copy of a write that has
+    not returned yet, and a reader must not see them before they are in place."""
+    return fs.put_temp(path.parent, f"displaced-{path.name}" if shared else path.name, data, durable=durable)
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,8 @@ class Outcome:
 DONE = Outcome(True, False)
 
 
-def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable: bool = True) -> Outcome:
+def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable: bool = True,
+            shared: bool = True) -> Outcome:
     """Put ``data`` at ``path`` if it still holds ``expected`` (None: did not exist), never losing a
     version that was put there meanwhile. See the module docstring."""
     now = fs.read(path)
@@ -93,7 +99,7 @@ def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable:
         return Outcome(False, True)
     if current == data:
         return DONE
-    tmp = _new(fs, path, data, durable)
+    tmp = _new(fs, path, data, durable, shared)
     if current is None:
         try:
             created = fs.link(tmp, path)
@@ -116,17 +122,19 @@ def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable:
         fs.unlink(tmp)
         return Outcome(False, True)
     if swapped:
-        return _settle(fs, tmp, expected)
+        return _settle(fs, tmp, path, expected)
     return _publish_by_link(fs, path, tmp, expected, durable)
 
 
-def _settle(fs: FS, held: Path, expected: bytes | None) -> Outcome:
+def _settle(fs: FS, held: Path, path: Path, expected: bytes | None) -> Outcome:
     """``held`` holds the version we displaced: drop it if it is exactly what we merged (an empty file
     may be an in-place writer's truncation, so it is kept), else leave it there as a displaced source."""
     got = fs.read(held)
     if got.ok and got.data and got.data == expected:
         fs.unlink(held)
         return DONE
+    if displaced_original(held.name) is None:  # a plain temp (a file only we write): make it a source
+        fs.rename(held, _keep_name(path))
     return Outcome(True, True)
 
 

@@ -234,7 +234,7 @@ class SessionFiles:
             merged = merge_sessions(current, proposed) if current is not None else proposed
             own_raw = reads["own"].raw if reads["own"] is not None else None
             self.fs.makedirs(self.own_path(session_id).parent)
-            out = publish(self.fs, self.own_path(session_id), _render(merged), own_raw)
+            out = publish(self.fs, self.own_path(session_id), _render(merged), own_raw, shared=False)
             if out.redo:
                 return merged, True
         view_raw = reads["view"].raw if reads["view"] is not None else None
@@ -264,7 +264,7 @@ class SessionFiles:
                     # same view — two replicas folding at once do not make a new conflict
                     own_raw = reads["own"].raw if reads["own"] is not None else None
                     self.fs.makedirs(self.own_path(session_id).parent)
-                    if publish(self.fs, self.own_path(session_id), _render(current), own_raw).redo:
+                    if publish(self.fs, self.own_path(session_id), _render(current), own_raw, shared=False).redo:
                         continue
                 if publish(self.fs, self.view_path(session_id), _render(current), view_raw).redo:
                     continue

@@ -455,7 +455,8 @@ class Store:
         self.fs.makedirs(self.home / HOSTS)
         result = Snapshot(plan.merged, settings, dict(snap.shards), snap.problems, max(snap.newest, stamp), snap.copies)
         result.shards[self.host] = self._shard_info(self.host, shard, len(plan.own))
-        out = publish(self.fs, self.shard_path(), dumps_canonical(shard, expand=2).encode(), got.own_raw)
+        out = publish(self.fs, self.shard_path(), dumps_canonical(shard, expand=2).encode(), got.own_raw,
+                      shared=False)
         if out.redo:
             return result, True
         out = publish(self.fs, self.view_path, dumps_canonical(plan.view, expand=1).encode(), got.view_raw)
