@@ -19,8 +19,8 @@ from subconscious import hookrun
 from subconscious.state.store import Store, StoreError
 
 BATCH = 4  # inputs drawn per hypothesis example where a case is cheap (drawing is most of the time)
-HOOK_CASES = 2_000  # per hook: 8,000 over the four
-PARSE_CASES = 2_000  # one state file's bytes through read_json (what doctor and the merge driver read)
+HOOK_CASES = 2_152  # per hook: 8,608 over the four (a multiple of BATCH)
+PARSE_CASES = 1_500  # one state file's bytes through read_json (what doctor and the merge driver read)
 STATE_CASES = 600  # a whole home of generated files through Store.read/sessions, status, and writes
 DOCTOR_CASES = 300  # doctor's analysis (it asks git, so fewer)
 fuzz = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
