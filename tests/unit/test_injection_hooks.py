@@ -97,7 +97,11 @@ class Session:
 
     def in_process(self, event: str, stdout=None, **extra) -> str:
         """The hook run in this process (hookrun.run as the CLI calls it), with our environment."""
+        import logging
+
         old = dict(os.environ)
+        logger = logging.getLogger("subconscious")
+        saved = (list(logger.handlers), logger.propagate, logger.level)
         os.environ.clear()
         os.environ.update(self.env)
         try:
@@ -107,6 +111,11 @@ class Session:
         finally:
             os.environ.clear()
             os.environ.update(old)
+            for h in logger.handlers[:]:  # hookrun set the log up for the hook's state dir: put it back
+                if h not in saved[0]:
+                    logger.removeHandler(h)
+                    h.close()
+            logger.propagate, logger.level = saved[1], saved[2]
 
     def log(self) -> str:
         p = self.tmp / "local" / "logs" / "subconscious.log"
