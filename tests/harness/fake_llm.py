@@ -12,7 +12,9 @@ Control endpoints (used by tests through ``FakeLLMControl``):
   GET  /_fake/requests  every request received: {"path", "body", "decision", "t"}
 
 A reply is ``{"text": str}``, ``{"tool": name, "args": {...}}`` or ``{"error": status}``, each with an
-optional ``"delay": seconds``. Without a queued reply the model follows directives found in the latest
+optional ``"delay": seconds`` and ``"times": n`` (the reply answers the next n requests, default 1: Letta's
+OpenAI client tries a failed request 3 times, so ``{"error": 500, "times": 3}`` fails one agent step).
+  POST /_fake/fail    {"status": 500}  every completion fails with that status until {"status": null} Without a queued reply the model follows directives found in the latest
 user text Letta forwards (XML entities are decoded first, so directives survive inside transcripts):
 
   REMEMBER <label>: <text>            memory_insert into block <label>
@@ -220,6 +222,7 @@ class State:
         self.lock = threading.Lock()
         self.queue: list[dict] = []
         self.log: list[dict] = []
+        self.fail: int | None = None  # every completion answers this HTTP status (an outage), until cleared
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -265,6 +268,7 @@ class Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 self.state.queue.clear()
                 self.state.log.clear()
+                self.state.fail = None
             return self._json({"ok": True})
         if p == "/_fake/queue":
             replies = body.get("replies") if isinstance(body, dict) else None
@@ -273,6 +277,13 @@ class Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 self.state.queue.extend(replies)
                 return self._json({"queued": len(self.state.queue)})
+        if p == "/_fake/fail":
+            status = body.get("status") if isinstance(body, dict) else None
+            if status is not None and not (isinstance(status, int) and 400 <= status <= 599):
+                return self._json({"error": {"message": "expected {\"status\": 4xx|5xx|null}"}}, 400)
+            with self.state.lock:
+                self.state.fail = status
+            return self._json({"fail": status})
         if p == "/chat/completions":
             return self._chat(body)
         if p == "/embeddings":
@@ -296,7 +307,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: dict) -> None:
         with self.state.lock:
-            queued = self.state.queue.pop(0) if self.state.queue else None
+            queued = None
+            if self.state.fail is not None:
+                queued = {"error": self.state.fail}
+            elif self.state.queue:
+                head = self.state.queue[0]
+                times = int(head.get("times") or 1)
+                if times > 1:
+                    head["times"] = times - 1
+                    queued = dict(head)
+                else:
+                    queued = self.state.queue.pop(0)
         d = from_queued(queued, offered_tools(body.get("tools"))) if queued else decide(body)
         with self.state.lock:
             self.state.log.append({"path": "/chat/completions", "body": body, "decision": d, "t": time.time()})
@@ -385,6 +406,10 @@ class FakeLLMControl:
 
     def queue(self, *replies: dict) -> int:
         return self._call("POST", "/_fake/queue", {"replies": list(replies)})["queued"]
+
+    def fail(self, status: int | None) -> None:
+        """Every completion answers ``status`` (an outage of the model provider) until ``fail(None)``."""
+        self._call("POST", "/_fake/fail", {"status": status})
 
     def requests(self) -> list[dict]:
         return self._call("GET", "/_fake/requests")

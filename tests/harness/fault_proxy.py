@@ -13,7 +13,9 @@ HTTP requests a process makes.
     proxy.stop()
 
 Faults (one ``Rule`` each; ``method``/``path`` select requests, ``path`` is a regex searched in the path
-without the query; ``count`` is how many matching requests it hits, None = all):
+without the query; ``count`` is how many matching requests it hits, None = all; ``skip`` lets that many
+matching requests through untouched first, e.g. ``drop_after_forward(path=…, skip=20)`` drops the reply to
+the 21st POST of a turn):
 
     fail(status)              answer ``status`` (5xx, 409, …) with a JSON ``{"detail": …}``; not forwarded
     reset()                   read the request, then reset the connection; not forwarded
@@ -65,7 +67,9 @@ class Rule:
     garbage: bytes | None = None
     end: str = "abort"
     drain: bool = True
+    skip: int = 0  # matching requests let through untouched before the rule applies
     hits: int = 0
+    skipped: int = 0
 
     def matches(self, method: str, path: str) -> bool:
         if self.count is not None and self.hits >= self.count:
@@ -300,8 +304,8 @@ class FaultProxy:
         return self.add(Rule("cut_stream", method, path, count, after_events=after_events, garbage=garbage,
                              end=end, drain=drain))
 
-    def drop_after_forward(self, *, method=None, path=None, count: int | None = 1) -> Rule:
-        return self.add(Rule("drop_after_forward", method, path, count))
+    def drop_after_forward(self, *, method=None, path=None, count: int | None = 1, skip: int = 0) -> Rule:
+        return self.add(Rule("drop_after_forward", method, path, count, skip=skip))
 
     def seen(self, method: str | None = None, path: str | None = None) -> list[Seen]:
         with self._lock:
@@ -330,6 +334,9 @@ class FaultProxy:
         with self._lock:
             for r in self.rules:
                 if r.matches(method, path):
+                    if r.skipped < r.skip:
+                        r.skipped += 1
+                        continue
                     r.hits += 1
                     return r
         return None
