@@ -102,6 +102,12 @@ class FS:
         """Context manager: the per-host lock."""
         raise NotImplementedError
 
+    def confined(self, root: Path) -> "FS":
+        """This file system, refusing to go through a symbolic link below ``root`` (a ``hosts/`` linked
+        elsewhere must not let the store read, copy or write what lies there). The root itself may be a
+        link: that is the user's own choice of where the home lives."""
+        return self
+
     # ---------------------------------------------------------------- composed (not primitives)
 
     def write_atomic(self, path: Path, data: bytes, *, durable: bool = True) -> None:
@@ -168,12 +174,46 @@ def _exchange_impl():
 
 
 class RealFS(FS):
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
         self._swap = ...  # resolved on first use (ctypes costs an import)
+        self.root = None if root is None else Path(root)
+
+    def confined(self, root: Path) -> "RealFS":
+        import copy
+
+        clone = copy.copy(self)  # keeps a subclass (tests wrap the real file system to count or delay)
+        clone.root = Path(root)
+        return clone
+
+    def _linked(self, path: Path) -> bool:
+        """Is a directory between the root and ``path`` (its parents below the root) a symbolic link?"""
+        if self.root is None:
+            return False
+        try:
+            rel = Path(path).parent.relative_to(self.root)
+        except ValueError:
+            return False
+        probe = self.root
+        for part in rel.parts:
+            probe = probe / part
+            try:
+                if os.path.islink(probe):
+                    return True
+            except OSError:
+                return False
+        return False
+
+    def _refuse(self, *paths: Path) -> None:
+        for path in paths:
+            if self._linked(path):
+                raise OSError(errno.ELOOP, "a directory on the way is a symbolic link; not written through it",
+                              str(path))
 
     def read(self, path: Path, cap: int = READ_CAP) -> Got:
         import stat
 
+        if self._linked(path):
+            return Got("symlink", detail="behind a symbolic link to a directory (never followed)")
         try:
             fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC | _BINARY)
         except FileNotFoundError:
@@ -212,12 +252,15 @@ class RealFS(FS):
             os.close(fd)
 
     def listdir(self, directory: Path) -> list[str]:
+        if self._linked(Path(directory) / "x"):
+            return []  # a linked directory below the root lists as empty: nothing behind it is ours
         try:
             return os.listdir(directory)
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     def put_temp(self, directory: Path, hint: str, data: bytes, *, durable: bool = True) -> Path:
+        self._refuse(Path(directory) / "x")
         ensure_dir(directory)
         name = f"{TEMP_PREFIX}{hint[:200]}-{os.getpid()}-{secrets.token_hex(4)}"  # <= 255 bytes
         tmp = directory / name
@@ -236,6 +279,7 @@ class RealFS(FS):
         return tmp
 
     def replace(self, src: Path, dst: Path, *, durable: bool = True) -> None:
+        self._refuse(dst)
         os.replace(src, dst)
         if durable:
             _fsync_dir(dst.parent)
@@ -245,12 +289,14 @@ class RealFS(FS):
             self._swap = _exchange_impl()
         if self._swap is None:
             return False
+        self._refuse(a, b)
         done = self._swap(a, b)
         if done:
             _fsync_dir(b.parent)
         return done
 
     def link(self, src: Path, dst: Path) -> bool:
+        self._refuse(src, dst)
         try:
             os.link(src, dst, follow_symlinks=False)
         except FileExistsError:
@@ -266,6 +312,7 @@ class RealFS(FS):
             return False
 
     def rename(self, src: Path, dst: Path) -> bool:
+        self._refuse(src, dst)
         try:
             os.replace(src, dst)
             return True
@@ -273,6 +320,7 @@ class RealFS(FS):
             return False
 
     def makedirs(self, directory: Path) -> None:
+        self._refuse(Path(directory) / "x")
         ensure_dir(directory)
 
     def mtime(self, path: Path) -> float | None:

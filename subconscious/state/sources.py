@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .conflicts import ConflictCopy
-from .files import Problem
+from .files import ASIDE_NAME_MAX, Problem, fit_name
 from .fs import FS
 from .textforms import has_conflict_markers, split_conflict_sides
 
 QUARANTINE = "quarantine"
-NAME_MAX = 255
 
 
 @dataclass(frozen=True)
@@ -96,16 +95,6 @@ def _loads(raw: bytes) -> Any:
         raise ValueError(str(exc)) from None
 
 
-def _short(name: str, suffix: str) -> str:
-    """``name + suffix`` cut (with a hash) so that it fits in NAME_MAX bytes."""
-    whole = name + suffix
-    if len(whole.encode()) <= NAME_MAX:
-        return whole
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    room = NAME_MAX - len(suffix.encode()) - len(digest) - 1
-    return name.encode()[: max(room, 0)].decode("utf-8", "ignore") + "~" + digest + suffix
-
-
 class Reader:
     """Reads sources of one home through ``fs``; ``keep`` sets bad files aside in ``quarantine/``."""
 
@@ -160,7 +149,8 @@ class Reader:
         path = source.path
         digest = hashlib.sha256(raw).hexdigest()[:12]
         qdir = self.home / QUARANTINE
-        target = qdir / _short(path.name, f".{kind}.{digest}")
+        suffix = f".{kind}.{digest}"
+        target = qdir / (fit_name(path.name, ASIDE_NAME_MAX - len(suffix)) + suffix)
         if self.fs.read(target).status == "missing":
             self.fs.makedirs(qdir)
             self.fs.write_atomic(target, raw)
@@ -170,7 +160,7 @@ class Reader:
                 original = str(path)
             note = {"original": original, "kind": kind, "host": self.host,
                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            self.fs.write_atomic(target.with_name(_short(path.name, f".{kind}.{digest}.about.json")),
+            self.fs.write_atomic(target.with_name(target.name + ".about.json"),
                                  (json.dumps(note, indent=1) + "\n").encode())
             logging.getLogger("subconscious").warning(
                 "state: %s could not be used (%s); its bytes are kept in %s", path, kind, target)

@@ -49,7 +49,8 @@ from .records import (
     raw_stamp,
 )
 from .sessions import SessionFiles, session_file_name
-from .sources import Read, Reader, Source, _short, copy_source
+from .files import fit_name
+from .sources import Read, Reader, Source, copy_source
 from .textforms import TEMP_PREFIX, dumps_canonical
 from .viewlines import ViewLines, member_lines, read_against
 
@@ -159,7 +160,7 @@ class Store:
         self.now = now
         self.retention_ms = retention_ms
         self.read_only = read_only  # report problems without setting anything aside; refuse writes
-        self.fs = fs
+        self.fs = fs = fs.confined(self.home)
         self.reader = Reader(fs, self.home, host, keep=not read_only)
         self.session_files = SessionFiles(self)
         self.retiring: frozenset[str] = frozenset()  # hosts whose files are being retired (read as copies)
@@ -487,9 +488,9 @@ class Store:
         for read in found:
             path = read.source.path
             name = path.name if path.parent == self.home else f"{path.parent.name}__{path.name}"
-            target = target_dir / _short(name, "")
+            target = target_dir / fit_name(name)
             if self.fs.read(target).status != "missing":
-                target = target_dir / _short(name, f".{time.time_ns()}")
+                target = target_dir / (fit_name(name, 200) + f".{time.time_ns()}")
             if not self.fs.rename(path, target):
                 continue  # another host folded it first
             got = self.fs.read(target)

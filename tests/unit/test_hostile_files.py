@@ -216,11 +216,6 @@ def test_a_notepad_bom_is_read(rig: Rig):
     assert got.values == [{"s1": "conv-legacy"}] and not got.problems
 
 
-# Found in code this change does not own (state/fs.py, state/sources.py): strict xfails, so a fix shows.
-
-
-@pytest.mark.xfail(strict=True, reason="fs.RealFS.read/listdir follow a symlinked hosts/ directory, and the "
-                   "store's Reader then copies an outside file's bytes into quarantine/")
 def test_the_store_never_copies_a_file_from_behind_a_linked_hosts_directory(rig: Rig):
     (rig.outside / "id.json").write_bytes(SECRET)
     os.rmdir(rig.state / "hosts")
@@ -229,8 +224,17 @@ def test_the_store_never_copies_a_file_from_behind_a_linked_hosts_directory(rig:
     assert SECRET not in rig.inside_bytes()
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError,
-                   reason="sources._short encodes names strictly: a copy name that is not UTF-8 crashes the read")
+def test_the_store_never_writes_through_a_linked_hosts_directory(rig: Rig):
+    before = sorted(p.name for p in rig.outside.iterdir())
+    os.rmdir(rig.state / "hosts")
+    os.symlink(rig.outside, rig.state / "hosts")
+    with pytest.raises(OSError):
+        rig.store().put_conversation("s1", "conv-1", "agent-a")
+    with pytest.raises(OSError):
+        rig.store().update_session("s1", lambda cur: SessionState("s1", last_processed_index=1))
+    assert sorted(p.name for p in rig.outside.iterdir()) == before
+
+
 def test_a_copy_whose_name_is_not_utf8_does_not_crash_the_store(rig: Rig):
     (rig.state / "session-s1.json").write_text('{"sessionId": "s1", "lastProcessedIndex": 1}')
     (rig.state / os.fsdecode(b"session-s1 (J\xfcrgen's conflicted copy 2026-11-30).json")).write_bytes(b"garbage")
