@@ -96,19 +96,20 @@ def _newest_id(client, conv: str) -> str | None:
 
 
 def _newest_mark(client, conv: str, session_id: str):
-    """(first, last, key) of the newest update or re-delivery of this session in the conversation."""
+    """(first, last, key) of the newest update or re-delivery of this session in the conversation, read
+    newest first and no further than that message (a long session's conversation holds thousands)."""
     from .letta.messages import content_text
     from .transcript import xml_escape
 
     sid = xml_escape(session_id)
-    found = None
-    for m in client.iter_messages(conv):
+    for m in client.iter_messages_newest_first(conv):
         if m.get("message_type") != "user_message":
             continue
-        for g in _MARK.finditer(content_text(m.get("content"))):
-            if g.group("sid") == sid:
-                found = (int(g.group("first")), int(g.group("last")), g.group("key") or g.group("rkey"))
-    return found
+        found = [g for g in _MARK.finditer(content_text(m.get("content"))) if g.group("sid") == sid]
+        if found:
+            g = found[-1]
+            return int(g.group("first")), int(g.group("last")), g.group("key") or g.group("rkey")
+    return None
 
 
 # --------------------------------------------------------------------------- sending

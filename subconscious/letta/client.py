@@ -235,13 +235,33 @@ class LettaClient:
                       max_pages: int = 50, timeout: TimeoutArg = None) -> Iterator[dict]:
         """Every message of a conversation oldest first (after message ``after`` if given), page by page with
         the API's ``after`` cursor, at most ``max_pages`` pages (a LettaError past that: the caller must not
-        take "not found" for an answer)."""
+        take "not found" for an answer).
+
+        Only an empty page ends the listing: Letta 0.16.8 applies ``limit`` to its stored rows and then
+        converts each row into zero or more messages (an assistant row holds reasoning and tool calls), so a
+        short page is no proof that nothing follows. An ``after`` id the conversation does not hold is
+        ignored by that server (the listing starts at the oldest message): more to read, never less."""
         cursor = after
         for _ in range(max_pages):
             batch = self.list_messages(conversation_id, limit=page, order="asc", after=cursor, timeout=timeout)
             yield from batch
             ids = [m.get("id") for m in batch if isinstance(m.get("id"), str)]
-            if len(batch) < page or not ids:
+            if not ids or ids[-1] == cursor:
+                return
+            cursor = ids[-1]
+        raise LettaProtocolError(f"listing messages of {conversation_id}: more than {max_pages * page} messages to read",
+                                 "the look-up was cut short; it is retried later")
+
+    def iter_messages_newest_first(self, conversation_id: str, *, page: int = 100, max_pages: int = 200,
+                                   timeout: TimeoutArg = None) -> Iterator[dict]:
+        """Every message of a conversation newest first, page by page with the ``before`` cursor (stop
+        iterating once you found what you look for); a LettaError past ``max_pages`` pages."""
+        cursor = None
+        for _ in range(max_pages):
+            batch = self.list_messages(conversation_id, limit=page, order="desc", before=cursor, timeout=timeout)
+            yield from batch
+            ids = [m.get("id") for m in batch if isinstance(m.get("id"), str)]
+            if not ids or ids[-1] == cursor:
                 return
             cursor = ids[-1]
         raise LettaProtocolError(f"listing messages of {conversation_id}: more than {max_pages * page} messages to read",

@@ -108,6 +108,16 @@ class FakeLetta:
             cursor = batch[-1]["id"]
         raise LettaError("too many messages")
 
+    def iter_messages_newest_first(self, conversation_id, *, page=100, max_pages=200, timeout=None):
+        cursor = None
+        for _ in range(max_pages):
+            batch = self.list_messages(conversation_id, limit=page, order="desc", before=cursor)
+            yield from batch
+            if not batch:
+                return
+            cursor = batch[-1]["id"]
+        raise LettaError("too many messages")
+
     def get_run(self, run_id, *, timeout=None):
         self.calls.append("run")
         return dict(self.runs[run_id])
