@@ -51,8 +51,8 @@ from .records import (
 from .sessions import SessionFiles, session_file_name
 from .files import fit_name
 from .sources import Read, Reader, Source, copy_source
-from .textforms import TEMP_PREFIX, dumps_canonical
-from .viewlines import ViewLines, member_lines, read_against
+from .textforms import TEMP_PREFIX
+from .viewlines import ViewLines, member_lines, read_against, render_shard, render_view
 
 __all__ = ["Snapshot", "ShardInfo", "Store", "StoreError", "open_store", "session_file_name"]
 
@@ -179,10 +179,18 @@ class Store:
 
     # ------------------------------------------------------------------ reading
 
-    def _parse_map(self, read: Read, raw_map: Any, parse, what: str) -> dict:
+    def _parse_map(self, read: Read, raw_map: Any, parse, what: str, known: dict | None = None) -> dict:
+        """``known``: entries already validated (a canonical view's, see viewlines.ViewLines): an equal
+        entry (all its fields are strings, so equal as JSON) is taken as it is."""
         if not isinstance(raw_map, dict):
             self.reader.wrong(read, "wrong-type", f"{what} is not a JSON object")
             return {}
+        if known is not None:
+            others = {k: v for k, v in raw_map.items() if known.get(k) != v}
+            if not others:
+                return dict(raw_map)
+            checked = self._parse_map(read, others, parse, what)
+            return {k: checked[k] if k in others else v for k, v in raw_map.items() if k not in others or k in checked}
         out, bad = {}, []
         for key, value in raw_map.items():
             try:
@@ -220,7 +228,8 @@ class Store:
             if not isinstance(value, dict) or (source.weak and value.get("host") != owner):
                 self.reader.wrong(read, "wrong-type", "not a shard of ours")
                 continue
-            convs = self._parse_map(read, value.get("conversations", {}), normalize_record, "conversations")
+            known = got.view_lines.value if got.view_lines is not None and got.view_lines.canonical else None
+            convs = self._parse_map(read, value.get("conversations", {}), normalize_record, "conversations", known)
             sets = self._parse_map(read, value.get("settings", {}), parse_setting, "settings")
             out.append((convs, sets, value))
         if not self._accept(got, read, bool(out)):
@@ -245,8 +254,9 @@ class Store:
         names = self.fs.listdir(self.home)
         others = [Source(self.home / n, "displaced") for n in displaced_names(names, CONVERSATIONS)]
         others += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", CONVERSATIONS)]
-        if others and len(first.values) == 1 and not first.problems and first.raw is not None:
-            got.view_lines = member_lines(first.raw, first.values[0])
+        if len(first.values) == 1 and not first.problems and first.raw is not None:
+            # a canonical view validates the shards' equal entries and gives a write its unchanged lines
+            got.view_lines = member_lines(first.raw, first.values[0], canonical_only=not others)
         lines = got.view_lines
         # a copy or displaced version mostly repeats the view: read only the lines the view lacks
         hook = None if lines is None else (lambda raw: read_against(raw, lines))
@@ -456,11 +466,10 @@ class Store:
         self.fs.makedirs(self.home / HOSTS)
         result = Snapshot(plan.merged, settings, dict(snap.shards), snap.problems, max(snap.newest, stamp), snap.copies)
         result.shards[self.host] = self._shard_info(self.host, shard, len(plan.own))
-        out = publish(self.fs, self.shard_path(), dumps_canonical(shard, expand=2).encode(), got.own_raw,
-                      shared=False)
+        out = publish(self.fs, self.shard_path(), render_shard(shard, got.view_lines), got.own_raw, shared=False)
         if out.redo:
             return result, True
-        out = publish(self.fs, self.view_path, dumps_canonical(plan.view, expand=1).encode(), got.view_raw)
+        out = publish(self.fs, self.view_path, render_view(plan.view, got.view_lines), got.view_raw)
         if out.redo:
             return result, True
         # everything read is durably in this host's shard now

@@ -21,9 +21,11 @@ a key given twice — returns None and the caller parses the whole file, errors 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping
 
+from .clock import COUNT_DIGITS, WALL_DIGITS
 from .jsontext import Unparseable, _brackets, loads_state
+from .textforms import _leaf, _s, dumps_canonical
 
 _KEEP = b'{}[]":,\n'
 _DROP = bytes(b for b in range(256) if b not in _KEEP)
@@ -44,36 +46,114 @@ def _lines(raw: bytes) -> list[bytes] | None:
 
 
 class ViewLines:
-    """The view's member lines: line → key and key → line, for a view parsed to ``value``."""
+    """The view's member lines: line → key and key → line, for a view parsed to ``value``.
 
-    def __init__(self, by_line: dict[bytes, str], by_key: dict[str, bytes]):
+    ``canonical``: every line is exactly what ``dumps_canonical(expand=1)`` writes for its entry, and
+    every entry is a valid session id mapped to a live entry of the one shape we write (four string
+    fields, a well-formed stamp): ``value`` may then stand in for validating equal entries elsewhere,
+    and the lines of unchanged entries for rendering them again."""
+
+    def __init__(self, by_line: dict[bytes, str], by_key: dict[str, bytes], value: dict | None = None,
+                 canonical: bool = False):
         self.by_line, self.by_key = by_line, by_key
+        self.value, self.canonical = value, canonical and value is not None
 
 
-def member_lines(raw: bytes, value: Any) -> ViewLines | None:
-    """The lines of ``raw`` (which parsed to ``value``) if it holds one entry per line, each key once."""
+def member_lines(raw: bytes, value: Any, *, canonical_only: bool = False) -> ViewLines | None:
+    """The lines of ``raw`` (which parsed to ``value``) if it holds one entry per line, each key once
+    (``canonical_only``: only if it is canonical, see :class:`ViewLines`)."""
     if type(value) is not dict:
         return None
-    lines = _lines(raw)
+    if _CANONICAL_VIEW.fullmatch(raw) is not None:  # proves the form by itself (no skeleton needed)
+        lines = raw[len(HEAD):-len(TAIL)].split(b",\n")
+        canonical = True
+    elif canonical_only:
+        return None
+    else:
+        lines, canonical = _lines(raw), False
     if lines is None or len(lines) != len(value):  # a key given twice
         return None
     by_line = dict(zip(lines, value))
     if len(by_line) != len(lines):
         return None
-    return ViewLines(by_line, dict(zip(value, lines)))
+    return ViewLines(by_line, dict(zip(value, lines)), value, canonical)
+
+
+# One line of a canonical view: a session id (ids._SESSION_RE) mapped to {agentId, conversationId, hlc,
+# host}, sorted, compact, every string free of quotes and backslashes — so its bytes are what
+# ``encode_basestring`` gives for the parsed string (no escapes: JSON forbids raw control characters),
+# the conversation id non-empty and the stamp of clock.STAMP_RE's form: what records.normalize_record
+# and ids.is_session_id accept unchanged. A string can hold neither a quote nor a newline here, so the
+# whole-file pattern proves one member per line on its own.
+_STR = rb'"[^"\\\n]*"'
+_LINE = (rb'  "[A-Za-z0-9][A-Za-z0-9_-]{0,127}": \{"agentId":' + _STR + rb',"conversationId":"[^"\\\n]+",'
+         rb'"hlc":"[0-9]{1,%d}:[0-9]{1,%d}","host":' % (WALL_DIGITS, COUNT_DIGITS) + _STR + rb'\}')
+_LINE_RE = re.compile(_LINE)
+_CANONICAL_VIEW = re.compile(rb"\{\n(?:" + _LINE + rb",\n)*" + _LINE + rb"\n\}\n")
+
+
+def _entry_lines(entries: Mapping[str, Any], view: ViewLines) -> list[bytes]:
+    """``entries`` sorted, each as the line ``dumps_canonical(expand=1)`` writes for it (two-space
+    indent): the canonical view's own line where the entry is unchanged (equal to a value whose
+    fields are all strings, so equal as JSON too), else rendered."""
+    old, by_key = view.value, view.by_key
+    out = []
+    append = out.append
+    for key in sorted(entries):
+        value = entries[key]
+        have = old.get(key)  # type: ignore[union-attr]
+        if have is not None and have == value:
+            append(by_key[key])
+        else:
+            append(f"  {_s(key)}: {_leaf(value)}".encode())
+    return out
+
+
+def render_view(value: dict[str, Any], view: ViewLines | None) -> bytes:
+    """``dumps_canonical(value, expand=1).encode()``, re-using the lines of a canonical view."""
+    if view is None or not view.canonical or not value:
+        return dumps_canonical(value, expand=1).encode()
+    return HEAD + b",\n".join(_entry_lines(value, view)) + TAIL
+
+
+_CONVERSATIONS_LINE = b'\n  "conversations": {}'
+
+
+def render_shard(shard: dict[str, Any], view: ViewLines | None) -> bytes:
+    """``dumps_canonical(shard, expand=2).encode()``, re-using the lines of a canonical view for the
+    entries of the shard's ``conversations`` map (one level deeper: two more spaces before each)."""
+    convs = shard.get("conversations")
+    if view is None or not view.canonical or type(convs) is not dict or not convs:
+        return dumps_canonical(shard, expand=2).encode()
+    rest = dumps_canonical({**shard, "conversations": {}}, expand=2).encode()
+    if rest.count(_CONVERSATIONS_LINE) != 1:  # pragma: no cover - raw newlines are structure only
+        return dumps_canonical(shard, expand=2).encode()
+    head, _, tail = rest.partition(_CONVERSATIONS_LINE)
+    body = b",\n  ".join(_entry_lines(convs, view))
+    return head + b'\n  "conversations": {\n  ' + body + b"\n  }" + tail
 
 
 def read_against(raw: bytes, view: ViewLines) -> dict[str, Any] | None:
     """What the file ``raw`` says beyond the view's lines: the entries of its other lines (the lines
     it shares with the view are left out), or None when that cannot be told without parsing it all."""
-    lines = _lines(raw)
+    known = view.by_line
+    lines = rest = None
+    if view.canonical and raw.startswith(HEAD) and raw.endswith(TAIL):
+        # each line the canonical view has is of the canonical line form; if every other line is too,
+        # the whole file is (_CANONICAL_VIEW), which proves one member per line without the skeleton
+        pieces = raw[len(HEAD):-len(TAIL)].split(b",\n")
+        others = [line for line in pieces if line not in known]
+        if all(map(_LINE_RE.fullmatch, others)):
+            lines, rest = pieces, others
     if lines is None:
-        return None
+        lines = _lines(raw)
+        if lines is None:
+            return None
     present = set(lines)
     if len(present) != len(lines):
         return None  # a line given twice: let the full parse decide
-    known = view.by_line
-    rest = [line for line in lines if line not in known]
+    if rest is None:
+        rest = [line for line in lines if line not in known]
     if not rest:
         return {}
     try:

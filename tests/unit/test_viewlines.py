@@ -84,3 +84,42 @@ def test_a_copy_in_our_layout_reads_as_the_whole_parse(changed, dropped):
 def test_anything_else_is_the_whole_parse_or_falls_back_to_it(raw):
     got = rebuilt(raw)
     assert got is None or got == whole(raw)
+
+
+# ---------------------------------------------------------------- rendering with the view's lines
+
+values = st.one_of(
+    st.builds(entry, st.integers(0, 12), st.sampled_from(["h1", "h2", "hé", 'h"q'])),
+    st.just({"deleted": True, "hlc": "5:0", "host": "h1"}),
+    st.just({"conversationId": "c1", "hlc": "1001:0", "host": "h1"}),  # no agentId
+    st.just({"agentId": "a", "conversationId": "c1", "hlc": "1001:0", "host": "h1", "x": 1.0}),
+    st.just({"agentId": "a", "conversationId": "c1", "hlc": "1001:0", "host": 1}),  # not a string
+    st.just({"agentId": "a", "conversationId": "c1\n", "hlc": "1001:0", "host": "h1"}),
+)
+maps = st.dictionaries(st.sampled_from([*VIEW, "new", "é", "a b"]), values, max_size=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(maps, maps)
+def test_rendering_with_the_views_lines_is_the_canonical_rendering(old, new):
+    """Whatever the view held (canonical or not) and whatever is written, the bytes are dumps_canonical's."""
+    from subconscious.state.viewlines import render_shard, render_view
+
+    raw = dumps_canonical(old, expand=1).encode()
+    lines = member_lines(raw, loads_state(raw)) if old else None
+    assert render_view(new, lines) == dumps_canonical(new, expand=1).encode()
+    shard = {"clock": "9:0", "conversations": new, "format": 1, "host": "h1", "name": "n",
+             "settings": {"conversations": {"value": {}, "hlc": "1:0", "host": "h1"}}, "written": 1}
+    assert render_shard(shard, lines) == dumps_canonical(shard, expand=2).encode()
+    if lines is not None and lines.canonical:  # every entry was of our shape: nothing else is canonical
+        assert all(v == entry(int(v["conversationId"][1:]), v["host"]) for v in old.values())
+
+
+def test_only_our_own_layout_and_shape_is_canonical():
+    assert LINES.canonical
+    odd = dict(VIEW, s1={"agentId": "a", "conversationId": "c1", "hlc": "01:0", "host": "h\\1"})
+    raw = dumps_canonical(odd, expand=1).encode()
+    assert not member_lines(raw, loads_state(raw)).canonical  # an escaped string
+    assert member_lines(raw, loads_state(raw), canonical_only=True) is None
+    spaced = VIEW_RAW.replace(b'"agentId":', b'"agentId": ', 1)
+    assert not member_lines(spaced, loads_state(spaced)).canonical
