@@ -241,24 +241,19 @@ class LettaClient:
         converts each row into zero or more messages (an assistant row holds reasoning and tool calls), so a
         short page is no proof that nothing follows. An ``after`` id the conversation does not hold is
         ignored by that server (the listing starts at the oldest message): more to read, never less."""
-        cursor = after
-        for _ in range(max_pages):
-            batch = self.list_messages(conversation_id, limit=page, order="asc", after=cursor, timeout=timeout)
-            yield from batch
-            ids = [m.get("id") for m in batch if isinstance(m.get("id"), str)]
-            if not ids or ids[-1] == cursor:
-                return
-            cursor = ids[-1]
-        raise LettaProtocolError(f"listing messages of {conversation_id}: more than {max_pages * page} messages to read",
-                                 "the look-up was cut short; it is retried later")
+        return self._pages(conversation_id, "asc", after, page, max_pages, timeout)
 
     def iter_messages_newest_first(self, conversation_id: str, *, page: int = 100, max_pages: int = 200,
                                    timeout: TimeoutArg = None) -> Iterator[dict]:
         """Every message of a conversation newest first, page by page with the ``before`` cursor (stop
         iterating once you found what you look for); a LettaError past ``max_pages`` pages."""
-        cursor = None
+        return self._pages(conversation_id, "desc", None, page, max_pages, timeout)
+
+    def _pages(self, conversation_id: str, order: str, cursor: str | None, page: int, max_pages: int,
+               timeout: TimeoutArg) -> Iterator[dict]:
         for _ in range(max_pages):
-            batch = self.list_messages(conversation_id, limit=page, order="desc", before=cursor, timeout=timeout)
+            batch = self.list_messages(conversation_id, limit=page, order=order, timeout=timeout,
+                                       **{"after" if order == "asc" else "before": cursor})
             yield from batch
             ids = [m.get("id") for m in batch if isinstance(m.get("id"), str)]
             if not ids or ids[-1] == cursor:

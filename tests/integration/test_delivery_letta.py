@@ -25,21 +25,13 @@ import httpx
 import pytest
 
 from subconscious.letta.messages import COMPLETE_STOP_REASONS, content_text
-from tests.harness.fault_proxy import FaultProxy
 from tests.harness.hooks import conversation_messages
-from tests.integration.test_faults import MESSAGES, Rig
+from tests.integration.test_faults import MESSAGES, Rig, proxy  # noqa: F401 (proxy: a fixture)
 
 pytestmark = pytest.mark.letta
 
 SERVER_TOOL_CALLS, CLIENT_TOOL_CALLS = 30, 20  # one long turn: memory_insert x30, then Read x20
 KEY = re.compile(r'delivery="(\w+)"')
-
-
-@pytest.fixture
-def proxy(letta_server):
-    p = FaultProxy(letta_server.base_url).start()
-    yield p
-    p.stop()
 
 
 @pytest.fixture
