@@ -25,10 +25,15 @@ def run(args: argparse.Namespace) -> int:
     except InvalidIdentifier as exc:
         print(f"subconscious worker: {exc}", file=sys.stderr)
         return 2
+    from ..pipeline import session_runtime
+
     failed = 0
     for sid in sessions:
         try:
-            result = deliver(rt, sid)
+            # each session's own home, as SessionStart recorded it: the worker and the hooks agree
+            # whatever the cwd or CLAUDE_PROJECT_DIR say now (one home per session)
+            session_rt, _ = session_runtime(sid, os.environ)
+            result = deliver(session_rt, sid)
         except Exception as exc:  # noqa: BLE001 - a detached worker has nowhere else to report
             log.exception("worker %s: %s", sid, exc)
             failed += 1

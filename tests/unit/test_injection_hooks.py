@@ -285,6 +285,30 @@ def test_a_moved_cwd_keeps_the_session_home(tmp_path, letta):
     assert rt.settings.letta_home == s.project
 
 
+def test_the_worker_delivers_to_the_home_recorded_at_session_start(tmp_path, letta, monkeypatch):
+    """The worker is started with the environment of the Stop that spawned it: a CLAUDE_PROJECT_DIR (or
+    cwd) in a subdirectory must not give it another home than the session's."""
+    import argparse
+
+    from subconscious import worker
+    from subconscious.commands import worker as worker_cmd
+
+    s = Session(tmp_path, letta, letta_home=False)
+    s.hook("session-start")
+    sub = s.project / "packages" / "lib"
+    sub.mkdir(parents=True)
+    homes = []
+    monkeypatch.setattr(worker, "deliver", lambda rt, sid: homes.append(rt.settings.letta_home)
+                        or worker.Delivery(sid))
+    for k, v in s.env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(sub))
+    monkeypatch.chdir(sub)
+    assert worker_cmd.run(argparse.Namespace(session=s.sid)) == 0
+    assert homes == [s.project]
+    assert not (sub / ".letta").exists()
+
+
 # --------------------------------------------------------------------------- start message, temp files
 
 

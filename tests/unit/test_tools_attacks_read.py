@@ -235,7 +235,8 @@ def test_the_worker_uses_the_root_recorded_at_session_start_not_the_stop_cwd(rep
     local.cwd = str(repo / "sub")  # where Claude Code was at the last Stop
     local.project_root = str(repo)  # what SessionStart recorded
     local.pending_start = "<claude_code_session_start/>"
-    worker._deliver_start(None, "conv", local, sessions, rt=None)
+    empty = SimpleNamespace(list_messages=lambda *a, **k: [], iter_messages=lambda *a, **k: iter(()))
+    worker._deliver_start(empty, "conv", local, sessions, rt=None)  # a conversation with nothing in it yet
     assert seen == [str(repo)]
 
 
