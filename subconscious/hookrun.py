@@ -96,33 +96,6 @@ def _stderr_logger(exc: Exception):
     return log
 
 
-LOCAL_DIRS = ("", "sessions", "sessions/pending", "shown", "clocks", "keys", "locks", "payloads", "logs")
-
-
-def sweep_local_temp(root, max_age_s: float = 600.0, now: float | None = None) -> int:
-    """Delete ``.subconscious-tmp-*`` files older than ``max_age_s`` in the machine-local dirs under ``root``:
-    what a writer killed mid-write (a hook at its deadline) left. Cheap (one scandir per dir); run at
-    SessionStart, never on the per-tool path. Returns how many went."""
-    from .atomic import TEMP_PREFIX
-
-    horizon = (time.time() if now is None else now) - max_age_s
-    removed = 0
-    for sub in LOCAL_DIRS:
-        try:
-            with os.scandir(os.path.join(root, sub)) as entries:
-                for e in entries:
-                    try:
-                        if (e.name.startswith(TEMP_PREFIX) and e.is_file(follow_symlinks=False)
-                                and e.stat(follow_symlinks=False).st_mtime <= horizon):
-                            os.unlink(e.path)
-                            removed += 1
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    return removed
-
-
 def run(event_name: str, stdin=None, stdout=None) -> int:
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout

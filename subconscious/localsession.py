@@ -163,25 +163,33 @@ def pending_reason(sessions_dir: Path, session_id: str) -> str:
         return ""
 
 
-def sweep_temps(sessions_dir: Path, older_than: float = 600.0) -> int:
-    """Remove ``.subconscious-tmp-*`` files a killed writer left in the machine-local dirs."""
+LOCAL_DIRS = ("", "sessions", "sessions/pending", "shown", "clocks", "keys", "locks", "payloads", "logs")
+
+
+def sweep_local_temps(root, max_age_s: float = 600.0, now: float | None = None) -> int:
+    """Delete ``.subconscious-tmp-*`` files older than ``max_age_s`` in the machine-local dirs under ``root``
+    (the state dir): what a writer killed mid-write (a hook at its deadline) left. Cheap (one scandir per
+    dir); SessionStart and the worker run it, never the per-tool path. Returns how many went."""
     import time
 
-    n, now = 0, time.time()
-    for d in (sessions_dir, sessions_dir / PENDING):
+    from .atomic import TEMP_PREFIX
+
+    horizon = (time.time() if now is None else now) - max_age_s
+    removed = 0
+    for sub in LOCAL_DIRS:
         try:
-            entries = list(os.scandir(d))
+            with os.scandir(os.path.join(root, sub)) as entries:
+                for e in entries:
+                    try:
+                        if (e.name.startswith(TEMP_PREFIX) and e.is_file(follow_symlinks=False)
+                                and e.stat(follow_symlinks=False).st_mtime <= horizon):
+                            os.unlink(e.path)
+                            removed += 1
+                    except OSError:
+                        continue
         except OSError:
             continue
-        for e in entries:
-            if e.name.startswith(".subconscious-tmp-"):
-                try:
-                    if now - e.stat().st_mtime > older_than:
-                        os.unlink(e.path)
-                        n += 1
-                except OSError:
-                    pass
-    return n
+    return removed
 
 
 def pending(sessions_dir: Path) -> list[str]:

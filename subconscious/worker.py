@@ -327,7 +327,7 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
     from .transcript import build_update
 
     store = rt.store()
-    localsession.sweep_temps(sessions_dir)
+    localsession.sweep_local_temps(sessions_dir.parent)
     for _ in range(MAX_ROUNDS):
         local = localsession.load(sessions_dir, session_id)
         session = store.session(session_id)

@@ -53,9 +53,9 @@ def conversation_for(ctx: SessionContext, client, agent_id: str) -> str:
 def handle(event: HookEvent) -> str | None:
     ctx = open_session(event)
     try:
-        from ..hookrun import sweep_local_temp
+        from ..localsession import sweep_local_temps
 
-        sweep_local_temp(ctx.rt.local.root)
+        sweep_local_temps(ctx.rt.local.root)
     except Exception as exc:  # noqa: BLE001 - housekeeping never stops a session from starting
         log.debug("session-start: temp sweep failed: %s", exc)
     begin(ctx, event)
