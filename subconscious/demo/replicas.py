@@ -202,7 +202,12 @@ class Network:
         for side, src in ((1, pa), (2, pb)):
             copy = make_copy_name(Engine.RCLONE, rel, number=side, variant="legacy")
             while copy in taken:  # an unfolded copy from before: keep it (a copy of the copy)
-                copy = make_copy_name(Engine.RCLONE, copy, number=side, variant="legacy")
+                longer = make_copy_name(Engine.RCLONE, copy, number=side, variant="legacy")
+                if len(longer.encode()) > 200:  # a real file system refuses names past 255 bytes:
+                    n = 1  # number the copy instead (what 1.66+ does) rather than crash the run
+                    while (longer := make_copy_name(Engine.RCLONE, rel, number=n)) in taken:
+                        n += 1
+                copy = longer
             data, mtime = Path(src).read_bytes(), os.stat(src).st_mtime_ns
             for root in (ra, rb):
                 _write_copy(data, mtime, Path(root) / copy)
