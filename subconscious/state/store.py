@@ -243,7 +243,7 @@ class Store:
             got.displaced.append(read)
         return out
 
-    def _read_root(self, got: _Read) -> list[tuple[Source, Read]]:
+    def _read_root(self, got: _Read, writing: bool = False) -> list[tuple[Source, Read]]:
         """Read the view, then list the directory, then read the view's displaced versions and copies.
 
         The order is the order in which content moves (a publish swaps the view's version out to a
@@ -256,7 +256,9 @@ class Store:
         others += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", CONVERSATIONS)]
         if len(first.values) == 1 and not first.problems and first.raw is not None:
             # a canonical view validates the shards' equal entries and gives a write its unchanged lines
-            got.view_lines = member_lines(first.raw, first.values[0], canonical_only=not others)
+            # (a plain read with nothing else to read against does not pay for that check)
+            if others or writing:
+                got.view_lines = member_lines(first.raw, first.values[0], canonical_only=not others)
         lines = got.view_lines
         # a copy or displaced version mostly repeats the view: read only the lines the view lacks
         hook = None if lines is None else (lambda raw: read_against(raw, lines))
@@ -295,12 +297,12 @@ class Store:
             return False
         return isinstance(value, dict) and value.get("host") == original[: -len(".json")]
 
-    def _read(self) -> _Read:
+    def _read(self, writing: bool = False) -> _Read:
         """The merged snapshot, this host's own shard, and what the real shards alone say (so a
         writer can adopt versions that live only in the view or in conflict copies)."""
         got = _Read(Snapshot(), {}, {}, {}, {})
         snap = got.snap
-        root_reads = self._read_root(got)  # before the shards: see _read_root
+        root_reads = self._read_root(got, writing)  # before the shards: see _read_root
         hosts_dir = self.home / HOSTS
         host_names = self.fs.listdir(hosts_dir)
         host_copies = [c for c in copies.find(host_names, "hosts", include_ambiguous=True)
@@ -430,7 +432,7 @@ class Store:
             return snap
 
     def _write_once(self, change) -> tuple[Snapshot, bool]:
-        got = self._read()
+        got = self._read(writing=True)
         snap = got.snap
         own = snap.shards.get(self.host)
         if own is not None and own.format > SHARD_FORMAT:
