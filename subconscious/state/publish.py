@@ -17,8 +17,9 @@ our rename, so :func:`publish` works like this:
 Where the file system cannot swap (NFS, SMB, Windows), the displaced version is kept with a hard link
 taken before the rename; where it has no hard links either, step 1 alone remains (documented limit).
 
-A displaced file is removed only by a later operation that merged its bytes, once it is older than
-:data:`GRACE_S` (an in-place writer that opened it before the swap has long finished by then).
+A displaced file is removed by the next operation that merged its bytes whole and adopted what they
+added (an in-place writer truncates when it opens, so a file that parsed whole holds no write still
+in progress; an empty or partial one is kept).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from pathlib import Path
 from .fs import FS, TEMP_PREFIX
 
 DISPLACED = TEMP_PREFIX + "displaced-"
-GRACE_S = 30.0
 
 
 def displaced_prefix(name: str) -> str:
@@ -103,8 +103,8 @@ def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable:
     if current is None:
         try:
             created = fs.link(tmp, path)
-        except FileNotFoundError:
-            raise
+        except FileNotFoundError:  # our temp was settled by a reader that merged it: start again
+            return Outcome(False, True)
         except OSError:  # no hard links here: a rename is the best this file system offers
             if fs.read(path).status != "missing":
                 fs.unlink(tmp)
@@ -165,15 +165,17 @@ def _publish_by_link(fs: FS, path: Path, tmp: Path, expected: bytes | None, dura
 
 
 def settle_displaced(fs: FS, directory: Path, names: list[str], merged: dict[str, bytes]) -> list[str]:
-    """Remove displaced files whose bytes (as read, in ``merged``: name → bytes) are part of what was just
-    durably written, once older than the grace period. Returns the names removed."""
+    """Remove displaced files whose bytes (as read, in ``merged``: name → bytes, only versions that parsed
+    whole) are part of what was just durably written. Returns the names removed.
+
+    No grace period is needed: an in-place writer that opened the file before it was displaced truncated
+    it when it opened it, so a file read whole and unchanged since holds no write still in progress (an
+    empty or partial one never parses, and is kept). Removed at once, a displaced version cannot outlive
+    its adoption and count again later (upstream's unstamped version counts as newer than what it
+    replaced only while it is new)."""
     removed = []
-    horizon = fs.now() - GRACE_S
     for name in names:
         path = directory / name
-        mtime = fs.mtime(path)
-        if mtime is None or mtime > horizon:
-            continue
         got = fs.read(path)
         if got.ok and got.data == merged.get(name) and fs.unlink(path):
             removed.append(name)

@@ -200,6 +200,9 @@ class SessionFiles:
                 parsed = [session_view_version(p, by_host, winner) for p in parsed]
             others += parsed
         state = merge_session_versions([*by_host.values(), *others])
+        # what the hosts' files alone say: if the views (upstream's writes, displaced versions) added
+        # something, the next writer adopts it into its own version before they can go away
+        reads["hosts_only"] = winner
         return state, problems, reads
 
     # ------------------------------------------------------------------ writing
@@ -228,7 +231,7 @@ class SessionFiles:
             return current, False
         proposed = proposed.evolve(session_id=session_id)
         merged = current
-        if current is None or not _same_content(current, proposed):
+        if current is None or not _same_content(current, proposed) or _adopt(current, reads):
             stamp = self.store._next_stamp(current.stamp if current else ZERO)
             proposed = proposed.evolve(stamp=stamp, host=self.store.host)
             merged = merge_sessions(current, proposed) if current is not None else proposed
@@ -258,10 +261,13 @@ class SessionFiles:
                 if current is None:
                     return []
                 view_raw = reads["view"].raw if reads["view"] is not None else None
-                if reads["folds"]:
+                if reads["folds"] or _adopt(current, reads):
                     # the copies' content must live in this host's version before they are filed away;
                     # adopted as it is (not restamped), so every host folding the same copies writes the
-                    # same view — two replicas folding at once do not make a new conflict
+                    # same view — two replicas folding at once do not make a new conflict. Upstream's
+                    # version (nobody's stamp) is stamped now: first seen.
+                    if current.host == LEGACY_HOST:
+                        current = current.evolve(stamp=self.store._next_stamp(current.stamp), host=self.store.host)
                     own_raw = reads["own"].raw if reads["own"] is not None else None
                     self.fs.makedirs(self.own_path(session_id).parent)
                     if publish(self.fs, self.own_path(session_id), _render(current), own_raw, shared=False).redo:
@@ -270,6 +276,15 @@ class SessionFiles:
                     continue
                 return self.store._fold(reads["folds"])
             return []
+
+
+def _adopt(current: SessionState, reads: dict) -> bool:
+    """Did a view or a displaced version (not a host's file) give the merged state something — upstream's
+    rewrite, a cursor only upstream wrote? Then a host's version must take it before those go away."""
+    hosts_only = reads.get("hosts_only")
+    if hosts_only is None:
+        return bool(reads.get("displaced")) or current.host == LEGACY_HOST
+    return current.host == LEGACY_HOST or not same_json(current.to_json(), hosts_only.to_json())
 
 
 def _render(state: SessionState) -> bytes:

@@ -482,7 +482,7 @@ class Store:
     def _settle(self, displaced: list[Read]) -> None:
         by_dir: dict[Path, dict[str, bytes]] = {}
         for read in displaced:
-            if read.raw is not None:
+            if read.raw is not None and read.values and not read.problems:  # parsed whole (see settle_displaced)
                 by_dir.setdefault(read.source.path.parent, {})[read.source.path.name] = read.raw
         for directory, merged in by_dir.items():
             settle_displaced(self.fs, directory, sorted(merged), merged)

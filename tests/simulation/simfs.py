@@ -245,10 +245,13 @@ class SimFS(FS):
             ino.data, ino.mtime = b"", self.now()
         return ino
 
-    def upstream_write(self, handle: Inode, data: bytes) -> None:
-        """...then writes into that inode, wherever its name has gone meanwhile."""
+    def upstream_write(self, handle: Inode, data: bytes) -> bool:
+        """...then writes into that inode, wherever its name has gone meanwhile. Returns whether the inode
+        still has a name: False when someone replaced the file by a rename between upstream's open and its
+        write (a sync engine delivering a newer version), so the write went into a file nobody can see."""
         self._point("write-in-place", handle.ino)
         handle.data, handle.mtime = bytes(data), self.now()
+        return any(ino is handle for d in self.dirs.values() for ino in d.files.values())
 
     def deliver(self, path, data: bytes) -> None:
         """A sync engine brings a newer version: its temp file, then a rename over the name (2 steps)."""

@@ -125,6 +125,7 @@ class World:
         self.hosts = dict(hosts)  # host -> replica
         self.skew = dict(skew or {})
         self.writes: list[Write] = []
+        self.clobbered: list[str] = []  # upstream writes a sync engine's rename sent into an unnamed inode
         self.reads: list[Read] = []
         self.cursor_reads: dict[str, list[Read]] = {}
         self.saved: dict[str, bytes | None] = {}  # bytes kept at set-up (for stale copies)
@@ -170,6 +171,7 @@ class World:
         fs._ino, fs._tmp = self.fs._ino, self.fs._tmp
         new.fs = fs
         new.writes = list(self.writes)
+        new.clobbered = []
         new.reads, new.cursor_reads = [], {}
         new.saved = self.saved
         new.engine = None
@@ -258,7 +260,13 @@ class World:
             value = {}
         data = json.dumps(change(value), indent=2).encode()
         handle = self.fs.upstream_open_trunc(path)
-        self.fs.upstream_write(handle, data)
+        if not self.fs.upstream_write(handle, data):
+            # a sync engine renamed a newer version over the file between upstream's open and its write:
+            # the bytes went into an inode nobody can see — lost by the engine and upstream's in-place
+            # write, before any of our code could read them; not a write the store could keep
+            self.clobbered.append(str(path))
+            return False
+        return True
 
     def upstream_start(self, replica: str, sid: str, conv: str, *, keep_fields: bool = False) -> Callable[[], None]:
         """Upstream's SessionStart: read the whole map, set one key ``{conversationId, agentId}``, write
@@ -271,8 +279,8 @@ class World:
                 entry = {"conversationId": conv, "agentId": "agent-upstream"}
                 m[sid] = {**old, **entry} if keep_fields and isinstance(old, dict) else entry
                 return m
-            self._upstream_write(self.homes[replica] / "conversations.json", change)
-            self.writes.append(Write(("conv", sid), conv, t0, self._t(), replica, "upstream"))
+            if self._upstream_write(self.homes[replica] / "conversations.json", change):
+                self.writes.append(Write(("conv", sid), conv, t0, self._t(), replica, "upstream"))
         return fn
 
     def upstream_worker(self, replica: str, sid: str, index: int) -> Callable[[], None]:
@@ -285,8 +293,8 @@ class World:
                     m = {"sessionId": sid, "conversationId": None, "startedAt": "2026-12-01T10:00:00.000Z"}
                 m["lastProcessedIndex"] = index
                 return m
-            self._upstream_write(self.homes[replica] / f"session-{sid}.json", change)
-            self.writes.append(Write(("cursor", sid), index, t0, self._t(), replica, "upstream"))
+            if self._upstream_write(self.homes[replica] / f"session-{sid}.json", change):
+                self.writes.append(Write(("cursor", sid), index, t0, self._t(), replica, "upstream"))
         return fn
 
     # ------------------------------------------------------------------ stale copies, sync
