@@ -9,7 +9,6 @@ fails with the command to run -- it never skips.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -22,11 +21,13 @@ TEMP_RULES = (".subconscious-tmp-*",)  # our atomic-write temps: never synced (U
 
 
 def require(binary: str) -> str:
-    found = shutil.which(binary)
-    if not found:
-        pytest.fail(f"{binary} is not installed: `apt-get install -y rclone unison` (.ci/run does this)",
-                    pytrace=False)
-    return found
+    """The engine's binary, installed from Debian on first use (the test fails, never skips, without it)."""
+    from .debian import MissingBinary, ensure_binary
+
+    try:
+        return ensure_binary(binary)
+    except MissingBinary as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 class SyncRun:

@@ -57,29 +57,14 @@ def install_seconds() -> float | None:
 
 def ensure_syncthing() -> str:
     """Path of the ``syncthing`` binary; installs Debian's package if it is missing."""
+    from .debian import INSTALL_SECONDS, MissingBinary, ensure_binary
+
     global _INSTALL_SECONDS
-    found = shutil.which("syncthing")
-    if found:
-        return found
-    if shutil.which("apt-get") is None:
-        raise SyncthingError("syncthing is not installed and apt-get is not available: "
-                             "install the `syncthing` package (>= 1.19) to run these tests")
-    if os.geteuid() != 0:
-        raise SyncthingError("syncthing is not installed and this user is not root: "
-                             "run `apt-get install -y syncthing` as root first")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    t0 = time.monotonic()
-    for cmd in (["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "--no-install-recommends", APT_PACKAGE]):
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            tail = (r.stdout + r.stderr)[-2000:]
-            raise SyncthingError(f"`{' '.join(cmd)}` failed (exit {r.returncode}); "
-                                 f"cannot install syncthing:\n{tail}")
-    _INSTALL_SECONDS = time.monotonic() - t0
-    found = shutil.which("syncthing")
-    if not found:
-        raise SyncthingError("apt-get installed `syncthing` but no syncthing binary is on PATH")
+    try:
+        found = ensure_binary("syncthing", APT_PACKAGE)
+    except MissingBinary as exc:
+        raise SyncthingError(str(exc)) from None
+    _INSTALL_SECONDS = INSTALL_SECONDS.get(APT_PACKAGE, _INSTALL_SECONDS)
     return found
 
 
