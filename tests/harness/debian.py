@@ -23,8 +23,8 @@ def ensure_binary(binary: str, package: str | None = None) -> str:
         return found
     package = package or binary
     if shutil.which("apt-get") is None:
-        raise MissingBinary(f"{binary} is not installed and apt-get is not available: install the `{package}` "
-                            "package to run these tests")
+        raise MissingBinary(f"{binary} is not installed and apt-get is not available: install Debian's package "
+                            f"(`apt-get install -y {package}`) or your system's to run these tests")
     if os.geteuid() != 0:
         raise MissingBinary(f"{binary} is not installed and this user is not root: "
                             f"run `apt-get install -y {package}` as root first")

@@ -87,7 +87,7 @@ def test_a_missing_binary_fails_with_the_command_to_run(monkeypatch):
 
     monkeypatch.setenv("PATH", "")
     for binary in ("rclone", "unison"):
-        with pytest.raises(pytest.fail.Exception, match="apt-get install -y rclone unison"):
+        with pytest.raises(pytest.fail.Exception, match=f"apt-get install -y {binary}"):
             require(binary)
 
 
