@@ -72,6 +72,7 @@ class Read:
     raw: bytes | None = None  # None: the file did not exist (or could not be read safely)
     values: list[Any] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    quick: bool = False  # ``values`` came from the cheaper reading (see Reader.read)
 
     @property
     def exists(self) -> bool:
@@ -119,6 +120,7 @@ class Reader:
             return out  # empty: nothing there (or an in-place writer between truncate and write)
         if quick is not None and (value := quick(raw)) is not None:
             out.values.append(value)
+            out.quick = True
             return out
         try:
             out.values.append(_loads(raw))

@@ -52,7 +52,7 @@ from .sessions import SessionFiles, session_file_name
 from .files import fit_name
 from .sources import Read, Reader, Source, copy_source
 from .textforms import TEMP_PREFIX
-from .viewlines import ViewLines, member_lines, read_against, render_shard, render_view
+from .viewlines import ViewLines, member_lines, read_against, render_shard, render_view, shard_against
 
 __all__ = ["Snapshot", "ShardInfo", "Store", "StoreError", "open_store", "session_file_name"]
 
@@ -221,15 +221,20 @@ class Store:
         return True
 
     def _read_shard(self, got: _Read, source: Source) -> list[tuple[dict, dict, dict]]:
-        read = self.reader.read(source)
+        lines = got.view_lines if got.view_lines is not None and got.view_lines.canonical else None
+        # a shard mostly repeats the canonical view line for line: its entries are the view's, parsed once
+        read = self.reader.read(source, None if lines is None else (lambda raw: shard_against(raw, lines)))
         out = []
         for value in read.values:
             owner = source.owner
             if not isinstance(value, dict) or (source.weak and value.get("host") != owner):
                 self.reader.wrong(read, "wrong-type", "not a shard of ours")
                 continue
-            known = got.view_lines.value if got.view_lines is not None and got.view_lines.canonical else None
-            convs = self._parse_map(read, value.get("conversations", {}), normalize_record, "conversations", known)
+            if read.quick:  # every entry is the canonical view's (validated there)
+                convs = value["conversations"]
+            else:
+                known = lines.value if lines is not None else None
+                convs = self._parse_map(read, value.get("conversations", {}), normalize_record, "conversations", known)
             sets = self._parse_map(read, value.get("settings", {}), parse_setting, "settings")
             out.append((convs, sets, value))
         if not self._accept(got, read, bool(out)):

@@ -167,3 +167,46 @@ def read_against(raw: bytes, view: ViewLines) -> dict[str, Any] | None:
         if line is not None and line in present:
             return None
     return value
+
+
+_SHARD_OPEN, _SHARD_CLOSE = b'\n  "conversations": {\n', b"\n  }"
+_SHARD_EMPTY = b'\n  "conversations": {}'
+
+
+def shard_against(raw: bytes, view: ViewLines) -> dict[str, Any] | None:
+    """The value of the shard file ``raw`` when every line of its ``conversations`` map is a line of
+    the canonical ``view`` indented two more spaces (what :func:`render_shard` writes): the entries are
+    then the view's parsed ones, and only the rest of the file is parsed. None when that cannot be told.
+
+    Exact: view lines are flat members with no quote, backslash or newline inside a string, so the
+    block is a valid object of exactly those members; what is left, with the block emptied, must parse
+    and be ``dumps_canonical(expand=2)`` of its value, where a line indented two spaces is a top-level
+    member — so the block is the top-level ``conversations`` value, and the file that value with it."""
+    if not view.canonical:
+        return None
+    start = raw.find(_SHARD_OPEN)
+    if start < 0:
+        return None
+    body_start = start + len(_SHARD_OPEN)
+    end = raw.find(_SHARD_CLOSE, body_start)
+    if end < 0 or raw[body_start:body_start + 2] != b"  ":
+        return None
+    body = raw[body_start:end]
+    pieces = body[2:].split(b",\n  ")
+    keys = list(map(view.by_line.get, pieces))
+    if None in keys or b"  " + b",\n  ".join(pieces) != body:
+        return None
+    old = view.value
+    convs = {key: old[key] for key in keys}  # type: ignore[index]
+    if len(convs) != len(pieces):
+        return None  # a key given twice: let the full parse decide
+    rest = raw[:start] + _SHARD_EMPTY + raw[end + len(_SHARD_CLOSE):]
+    try:
+        value = loads_state(rest)
+    except Unparseable:
+        return None
+    if (type(value) is not dict or value.get("conversations") != {}
+            or dumps_canonical(value, expand=2).encode() != rest):
+        return None
+    value["conversations"] = convs
+    return value

@@ -123,3 +123,38 @@ def test_only_our_own_layout_and_shape_is_canonical():
     assert member_lines(raw, loads_state(raw), canonical_only=True) is None
     spaced = VIEW_RAW.replace(b'"agentId":', b'"agentId": ', 1)
     assert not member_lines(spaced, loads_state(spaced)).canonical
+
+
+# ---------------------------------------------------------------- a shard read by the view's lines
+
+SHARD = {"clock": "9:0", "conversations": {k: VIEW[k] for k in ("s1", "s3", "s4")}, "format": 1, "host": "h1",
+         "name": "n", "settings": {"conversations": {"value": {}, "hlc": "1:0", "host": "h1"}}, "written": 1}
+SHARD_RAW = dumps_canonical(SHARD, expand=2).encode()
+
+
+@pytest.mark.parametrize("raw", [
+    SHARD_RAW,
+    dumps_canonical({**SHARD, "conversations": dict(VIEW)}, expand=2).encode(),
+    dumps_canonical({**SHARD, "conversations": {"s1": VIEW["s1"], "zz": entry(99)}}, expand=2).encode(),  # not a view line
+    dumps_canonical({**SHARD, "conversations": {}}, expand=2).encode(),
+    SHARD_RAW.replace(b',\n    "s3"', b',\n     "s3"'),  # off by a space
+    SHARD_RAW.replace(b',\n    "s3"', b',    "s3"'),  # two members on one line
+    SHARD_RAW.replace(b'"s3": {', b'"s1": {', 1).replace(LINES.by_key["s3"][2:], LINES.by_key["s1"][2:]),  # key twice
+    SHARD_RAW.replace(b'\n  "format": 1', b'\n  "conversations": {},\n  "format": 1'),  # the key twice
+    SHARD_RAW.replace(b'"written": 1', b'"written":  1'),  # the rest not canonical
+    SHARD_RAW.replace(b'"written": 1', b'"written": 1,'),  # the rest not JSON
+    SHARD_RAW.replace(b'\n  }', b'\n  ]', 1),
+    b"\xef\xbb\xbf" + SHARD_RAW,
+    b'{\n  "x": {\n  "conversations": {\n    ' + LINES.by_key["s1"][2:] + b"\n  }\n  }\n}\n",  # nested
+])
+def test_a_shard_read_by_the_views_lines_is_the_whole_parse_or_falls_back_to_it(raw):
+    from subconscious.state.viewlines import shard_against
+
+    got = shard_against(raw, LINES)
+    assert got is None or (got == whole(raw) and list(got) == list(whole(raw))
+                           and list(got["conversations"]) == list(whole(raw)["conversations"]))
+    if raw == SHARD_RAW:
+        assert got == SHARD and all(got["conversations"][k] is VIEW_LINES_VALUE[k] for k in got["conversations"])
+
+
+VIEW_LINES_VALUE = LINES.value
