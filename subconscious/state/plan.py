@@ -135,14 +135,16 @@ def plan_conversations(
     """
     adopt = {}
     for key, value in winners.items():
-        if (have := shard_winners.get(key)) is not None and same_json(have, value):
+        # mostly the very version the shards hold (``is``: no call per key of a large home)
+        if (have := shard_winners.get(key)) is not None and (have is value or same_json(have, value)):
             continue
         adopt[key] = dict(value, hlc=stamp.encode(), host=host) if value.get("host") == LEGACY_HOST else value
     merged = merge_raw([winners, adopt, change])
-    pruned = prunable(merged, sources, shard_clocks, now_ms, retention_ms)
+    dead = {k: v for k, v in merged.items() if v.get("deleted") is True}  # prunable looks only at these
+    pruned = prunable(dead, sources, shard_clocks, now_ms, retention_ms)
     for key in pruned:
         del merged[key]
     keys = own.keys() | adopt.keys() | change.keys()
     own_new = {k: merged[k] for k in keys if k in merged}
-    view = {k: v for k, v in merged.items() if v.get("deleted") is not True}
+    view = {k: v for k, v in merged.items() if k not in dead} if dead else dict(merged)
     return ConversationPlan(merged, own_new, view, pruned)

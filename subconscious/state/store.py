@@ -275,7 +275,7 @@ class Store:
         maps = []
         for value in read.values:
             if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
-                value = {k: v for k, v in value.items() if from_shards.get(k) != v}
+                value = {k: v for k, v in value.items() if (w := from_shards.get(k)) is not v and w != v}
             maps.append(self._parse_map(read, value, normalize_record, "conversations"))
         if not self._accept(got, read, bool(maps) or not read.values):
             return {}

@@ -102,7 +102,7 @@ def _entry_lines(entries: Mapping[str, Any], view: ViewLines) -> list[bytes]:
     for key in sorted(entries):
         value = entries[key]
         have = old.get(key)  # type: ignore[union-attr]
-        if have is not None and have == value:
+        if have is value or (have is not None and have == value):
             append(by_key[key])
         else:
             append(f"  {_s(key)}: {_leaf(value)}".encode())
