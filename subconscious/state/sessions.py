@@ -274,7 +274,9 @@ class SessionFiles:
                         continue
                 if publish(self.fs, self.view_path(session_id), _render(current), view_raw).redo:
                     continue
-                return self.store._fold(reads["folds"])
+                folded = self.store._fold(reads["folds"])
+                self.store._settle(reads["displaced"])
+                return folded
             return []
 
 
