@@ -456,7 +456,10 @@ class SyncEngine:
     def _rels(self, home: Path) -> set[str]:
         fs = self.world.fs
         out = set()
-        for sub in ("", "hosts"):
+        hosts = fs.dirs.get(str(home / "hosts"))
+        # the whole tree, as real engines sync it: the home, hosts/, and each host's session versions
+        subs = ["", "hosts", *(f"hosts/{h}" for h in sorted(hosts.subdirs))] if hosts is not None else ["", "hosts"]
+        for sub in subs:
             d = home / sub if sub else home
             for n, _ in fs.files(d).items():
                 if n.startswith(TEMP_PREFIX) or n.startswith(".syncthing."):
