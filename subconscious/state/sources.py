@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from .conflicts import ConflictCopy
 from .files import ASIDE_NAME_MAX, Problem, fit_name
-from .fs import FS
+from .fs import FS, TEMP_PREFIX
 from .textforms import has_conflict_markers, split_conflict_sides
 
 QUARANTINE = "quarantine"
@@ -127,6 +127,10 @@ class Reader:
             return out
         except ValueError as exc:
             first_error = str(exc)[:200]
+        if source.kind == "displaced":
+            # half written: an in-place writer still writing into a version we displaced, or a writer of
+            # ours killed while writing its temp; kept as it is (the sweep sets it aside once it is old)
+            return out
         text = raw.decode("utf-8", "replace")
         if has_conflict_markers(text):
             sides = split_conflict_sides(text)
@@ -152,7 +156,10 @@ class Reader:
         digest = hashlib.sha256(raw).hexdigest()[:12]
         qdir = self.home / QUARANTINE
         suffix = f".{kind}.{digest}"
-        target = qdir / (fit_name(path.name, ASIDE_NAME_MAX - len(suffix)) + suffix)
+        # a temp file's bytes keep its name without the temp prefix: sync kits ignore that prefix, and what
+        # is set aside must travel like the rest of quarantine/
+        base = path.name[len(TEMP_PREFIX):] if path.name.startswith(TEMP_PREFIX) else path.name
+        target = qdir / (fit_name(base, ASIDE_NAME_MAX - len(suffix)) + suffix)
         if self.fs.read(target).status == "missing":
             self.fs.makedirs(qdir)
             self.fs.write_atomic(target, raw)

@@ -580,13 +580,24 @@ class Store:
         dirs += [self.home / HOSTS / n for n in self.fs.listdir(self.home / HOSTS) if is_host_id(n) and not n.endswith(".json")]
         for directory in dirs:
             for name in self.fs.listdir(directory):
-                if not name.startswith(TEMP_PREFIX) or name.startswith(DISPLACED):
+                if not name.startswith(TEMP_PREFIX):
                     continue
                 path = directory / name
                 mtime = self.fs.mtime(path)
-                if mtime is not None and mtime <= horizon and self.fs.read(path).status in ("ok", "missing"):
-                    if self.fs.unlink(path):
-                        removed.append(path)
+                if mtime is None or mtime > horizon:
+                    continue
+                got = self.fs.read(path)
+                if name.startswith(DISPLACED):
+                    # a source while it parses (a write merges and removes it); half written and this old,
+                    # nobody is still writing it: its bytes go to quarantine/, it goes
+                    if not got.ok or not got.data.strip():
+                        pass
+                    elif self.reader.read(Source(path, "view")).values:
+                        continue
+                    else:
+                        self.reader.aside(Source(path, "view"), got.data, "unparseable")
+                if got.status in ("ok", "missing") and self.fs.unlink(path):
+                    removed.append(path)
         return removed
 
     def retire_host(self, host: str) -> list[Path]:
