@@ -81,12 +81,18 @@ class Machine:
         return Store(self.shared / ".letta" / "claude", "test-reader", self.local.parent / "reader-locks",
                      self.local.parent / "reader-clocks", read_only=True)
 
-    def wait_delivered(self, sid: str, timeout: float = 120) -> float:
-        """Until the detached worker has delivered everything this machine queued for ``sid``."""
+    def wait_delivered(self, sid: str, run: ClaudeRun, timeout: float = 120) -> float:
+        """Until the detached worker has delivered everything this machine has for ``sid``: the start
+        message, no delivery pending or in flight, and the shared cursor past Claude's last answer in
+        ``run``'s transcript (the worker reads the transcript itself; Stop hands it no payload)."""
+        target = max(i for i, e in enumerate(run.transcript_entries()) if e.get("type") == "assistant")
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             s = localsession.load(self.sessions, sid)
-            if s.pending_start is None and s.pending_update is None and s.attempt is None:
+            state = self.store().session(sid)
+            cursor = -1 if state is None else state.last_processed_index
+            if (s.pending_start is None and s.attempt is None and cursor >= target
+                    and not (self.sessions / "pending" / sid).exists()):
                 return time.monotonic() - t0
             time.sleep(0.2)
         log = self.local / "logs" / "subconscious.log"
@@ -157,7 +163,7 @@ def said(text: str) -> str:
 
 def assert_ranges_disjoint(updates: list[str]) -> None:
     """Transcript lines are delivered exactly once: the ranges of the updates follow one another."""
-    ranges = [tuple(map(int, m)) for u in updates for m in re.findall(r'<lines first="(\d+)" last="(\d+)"/>', u)]
+    ranges = [tuple(map(int, m)) for u in updates for m in re.findall(r'<lines first="(\d+)" last="(\d+)"[^>]*/>', u)]
     assert len(ranges) == len(updates) and ranges, updates
     for (a1, b1), (a2, b2) in zip(ranges, ranges[1:]):
         assert a1 <= b1 < a2 <= b2, ranges
@@ -231,7 +237,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
     times["Stop of turn 1 → agent done (agent sleeps 2 × %d s)" % SLOW_AGENT_S] = time.monotonic() - stop1
 
     # the transcript of turn 1 reached the conversation once, with what Claude answered
-    times["Stop of turn 2 → delivered"] = laptop.wait_delivered(sid)
+    times["Stop of turn 2 → delivered"] = laptop.wait_delivered(sid, run2)
     msgs = conversation_messages(base, conv)
     updates = user_texts(msgs, "<claude_code_session_update>")
     assert sum(fact1 in u for u in updates) == 1 and sum(fact2 in u for u in updates) == 1
@@ -252,11 +258,11 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
     assert agent_said_memory_insert(prompt3, fact2), prompt3[:3000]
     assert "<letta_memory_update>" in prompt3 and f"+ {fact2}" in prompt3, prompt3[:3000]
     assert f"+ {fact1}" not in prompt3  # already shown by PreToolUse in turn 2: not again
-    laptop.wait_delivered(sid)
+    laptop.wait_delivered(sid, run3)
     assert laptop.store().conversation(sid).conversation_id == conv
     msgs = conversation_messages(base, conv)
-    # one start message per SessionStart (startup, resume, resume), each delivered once
-    assert len(user_texts(msgs, "<claude_code_session_start>")) == 3
+    # one start message for the session, delivered once: resuming it (twice) queues no second one
+    assert len(user_texts(msgs, "<claude_code_session_start>")) == 1
     assert sum(said(f"Third {tag}.") in u for u in user_texts(msgs, "<claude_code_session_update>")) == 1
     assert_ranges_disjoint(user_texts(msgs, "<claude_code_session_update>"))
 
@@ -274,7 +280,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
     # what the agent learnt from the laptop's session is in the desktop's first prompt
     first4 = context_after(run4.message_requests()[0].body, is_prompt("On the desktop."))
     assert "<letta_memory_blocks>" in first4 and fact1 in first4 and fact2 in first4, first4[:3000]
-    desktop.wait_delivered(sid4)
+    desktop.wait_delivered(sid4, run4)
     assert fact3 in block(base, agent_id, "guidance")
     assert sum(fact3 in u for u in user_texts(conversation_messages(base, entry4.conversation_id),
                                                 "<claude_code_session_update>")) == 1
