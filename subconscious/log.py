@@ -46,8 +46,8 @@ def setup(log_dir: Path, *, debug: bool = False, name: str = "subconscious") -> 
     """Log to ``log_dir/subconscious.log`` (0600, in a 0700 dir)."""
     logger = logging.getLogger("subconscious")
     path = log_dir / f"{name}.log"
-    if path in _configured:
-        return logger
+    if path in _configured and any(getattr(h, "baseFilename", None) == os.path.abspath(path) for h in logger.handlers):
+        return logger  # already logging there (a handler removed since, e.g. by a test, is added again)
     from .state.files import ensure_dir
 
     ensure_dir(log_dir)  # every directory it creates is 0700, parents included

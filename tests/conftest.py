@@ -19,3 +19,27 @@ pytest_plugins = [
     "tests.harness.claude_fixtures",
     "tests.harness.sync_fixtures",
 ]
+
+
+import logging
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _subconscious_logger_restored():
+    """Tests that run a hook or the worker in-process set up the "subconscious" logger (its own handlers,
+    no propagation); put it back after each test, so a later test's caplog sees the records again."""
+    logger = logging.getLogger("subconscious")
+    saved = (list(logger.handlers), logger.propagate, logger.level, logger.disabled)
+    yield
+    for handler in logger.handlers[:]:
+        if handler not in saved[0]:
+            logger.removeHandler(handler)
+            try:
+                handler.close()
+            except Exception:  # noqa: BLE001 - a handler that cannot close is not this test's failure
+                pass
+    logger.handlers[:] = saved[0]
+    logger.propagate, logger.level, logger.disabled = saved[1], saved[2], saved[3]
+
