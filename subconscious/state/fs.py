@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..atomic import DIR_MODE, FILE_MODE, TEMP_PREFIX, ensure_dir
+from ..atomic import DIR_MODE, FILE_MODE, TEMP_PREFIX, _fsync_dir, ensure_dir
 
 READ_CAP = 64 * 1024 * 1024  # a state file larger than this is refused (a 100,000-entry view is ~12 MiB)
 
@@ -338,19 +338,6 @@ class RealFS(FS):
         from .locks import host_lock
 
         return host_lock(locks_dir, host, timeout)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # Windows has no directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 REAL = RealFS()
