@@ -167,3 +167,33 @@ def test_temp_files_of_killed_writers_are_swept(world):
     world.tr.user("hi")
     world.deliver()
     assert not stale.exists()
+
+
+def test_a_stop_keeps_no_payload_in_the_local_session_file(tmp_path):
+    """The finding as a user meets it: a Stop after a long turn, server unreachable — the machine-local
+    session file (rewritten by every later hook, PreToolUse included) must not carry the update's text."""
+    import json
+    import os
+
+    from subconscious.state.store import Store
+    from tests.harness.hooks import run_hook
+
+    home, local, project = tmp_path / "lh", tmp_path / "local", tmp_path / "proj"
+    project.mkdir()
+    sid = "payload-session"
+    state = home / ".letta" / "claude"
+    store = Store(state, "laptop", local / "locks", local / "clocks")
+    store.put_conversation(sid, "conv-1", "agent-1")
+    store.update_session(sid, lambda cur: SessionState(sid, conversation_id="conv-1", agent_id="agent-1"))
+    tr = Transcript(tmp_path / "t.jsonl", sid, str(project))
+    tr.user("x" * 50_000).assistant("done")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_"))}
+    env.update(LETTA_HOME=str(home), LETTA_API_KEY="k", LETTA_BASE_URL="http://127.0.0.1:9",
+               LETTA_AGENT_ID="agent-00000000-0000-4000-8000-000000000000",
+               SUBCONSCIOUS_STATE_DIR=str(local), SUBCONSCIOUS_HOST="laptop")
+    run_hook("stop", {"session_id": sid, "transcript_path": str(tr.path), "cwd": str(project),
+                      "hook_event_name": "Stop", "stop_hook_active": False}, env)
+    files = list((local / "sessions").glob(f"{sid}*.json"))
+    assert files, "the Stop hook recorded nothing for the session"
+    assert all(len(p.read_bytes()) < 5000 for p in files), [(p.name, len(p.read_bytes())) for p in files]
+    assert all("x" * 1000 not in p.read_text() for p in files)
