@@ -35,6 +35,7 @@ from .fs import FS, REAL
 from .ids import check_session_id, is_host_id, is_session_id
 from .locks import DEFAULT_TIMEOUT
 from .merge import max_stamp, merge_maps, merge_raw
+from .order import same_json
 from .plan import FLOOR_SETTING, below_floor, plan_conversations, view_versions
 from .publish import DISPLACED, displaced_names, displaced_original, publish, settle_displaced
 from .records import (
@@ -63,6 +64,7 @@ SHARD_FORMAT = 1
 DAY_MS = 86_400_000
 TOMBSTONE_RETENTION_MS = 90 * DAY_MS
 MAX_REDO = 16
+HEARTBEAT_MS = DAY_MS  # a host's shard is rewritten at least this often while the host writes anything
 
 log = logging.getLogger("subconscious")
 
@@ -476,10 +478,13 @@ class Store:
         }
         self.fs.makedirs(self.home / HOSTS)
         result = Snapshot(plan.merged, settings, dict(snap.shards), snap.problems, max(snap.newest, stamp), snap.copies)
-        result.shards[self.host] = self._shard_info(self.host, shard, len(plan.own))
-        out = publish(self.fs, self.shard_path(), render_shard(shard, got.view_lines), got.own_raw, shared=False)
-        if out.redo:
-            return result, True
+        if self._shard_unchanged(own, got, plan.own, own_settings, conv_change or setting_change, now):
+            result.shards[self.host] = own  # nothing new for it: not rewritten (see _shard_unchanged)
+        else:
+            result.shards[self.host] = self._shard_info(self.host, shard, len(plan.own))
+            out = publish(self.fs, self.shard_path(), render_shard(shard, got.view_lines), got.own_raw, shared=False)
+            if out.redo:
+                return result, True
         out = publish(self.fs, self.view_path, render_view(plan.view, got.view_lines), got.view_raw)
         if out.redo:
             return result, True
@@ -487,6 +492,21 @@ class Store:
         result.folded = self._fold(got.folds)
         self._settle(got.displaced)
         return result, False
+
+    def _shard_unchanged(self, own: ShardInfo | None, got: _Read, convs: dict, settings: dict, changed,
+                         now: int) -> bool:
+        """A write with no change of its own (a refresh, a fold) leaves this host's shard alone when it
+        would only get a new clock: every rewrite is a new version for the sync engine, and hosts that
+        refresh in a loop (watchers) would keep a mesh of replicas from ever agreeing. Once a day it is
+        rewritten anyway, so a live host's clock and ``written`` keep moving (pruning and doctor's
+        stale-shard finding go by them)."""
+        if changed or own is None or got.own_raw is None or now - own.written_ms > HEARTBEAT_MS:
+            return False
+        if own.name != self.host_name or own.format != SHARD_FORMAT:
+            return False
+        return (same_json(convs, got.own_convs)
+                and same_json({k: v.to_json() for k, v in settings.items()},
+                              {k: v.to_json() for k, v in got.own_settings.items()}))
 
     def _settle(self, displaced: list[Read]) -> None:
         by_dir: dict[Path, dict[str, bytes]] = {}
