@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .conflicts import ConflictCopy, classify
-from .files import NAME_MAX, ensure_dir, fit_name
-from .fs import REAL
 
-BACKUPS = "backups"
 _PLAIN_ROOT = re.compile(r"session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|quarantine|backups")
 _PLAIN_HOSTS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.json")
 # Strong copy names made only of the characters of plain names (OneDrive's Linux client, Nextcloud's
@@ -82,30 +78,3 @@ def ambiguous_copies(names: list[str]) -> set[str]:
             if isinstance(found, ConflictCopy) and found.ambiguous:
                 out.add(name)
     return out
-
-
-def fold(found: list[Found], home: Path, host: str) -> list[Path]:
-    """Move copies whose content is now part of the merged state into ``backups/<date>/<host>/``.
-
-    A copy that changed since it was read is left for the next fold, and so is anything that is not a
-    regular file (a symlink is never followed or moved). Backup names stay under NAME_MAX. Returns the
-    backup paths.
-    """
-    moved = []
-    if not found:
-        return moved
-    target_dir = ensure_dir(home / BACKUPS / time.strftime("%Y-%m-%d", time.gmtime()) / host)
-    for item in found:
-        try:
-            now = REAL.read(item.path)
-            if not now.ok or now.data != item.raw:
-                continue
-            name = item.path.parent.name + "__" + item.path.name if item.path.parent != home else item.path.name
-            target = target_dir / fit_name(name, NAME_MAX - 20)  # room for ".<time_ns>"
-            if target.exists():
-                target = target.with_name(f"{target.name}.{time.time_ns()}")
-            os.replace(item.path, target)
-            moved.append(target)
-        except FileNotFoundError:  # another host folded it first
-            continue
-    return moved

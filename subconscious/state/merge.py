@@ -56,19 +56,6 @@ def merge_raw(maps: Iterable[Mapping[str, dict]]) -> dict[str, dict]:
     return out
 
 
-def prune_raw_tombstones(values: Mapping[str, dict], now_ms: int, retention_ms: int) -> dict[str, dict]:
-    horizon = now_ms - retention_ms
-    return {k: v for k, v in values.items() if not (v.get("deleted") is True and raw_stamp(v).wall < horizon)}
-
-
-def prune_tombstones(records: Mapping[str, V], now_ms: int, retention_ms: int) -> dict[str, V]:
-    """Drop tombstones older than the retention window (live entries are never dropped)."""
-    horizon = now_ms - retention_ms
-    return {
-        k: r for k, r in records.items() if not (getattr(r, "deleted", False) and r.stamp.wall < horizon)  # type: ignore[attr-defined]
-    }
-
-
 def max_stamp(records: Iterable[object]) -> Stamp:
     best = Stamp(0, 0)
     for r in records:

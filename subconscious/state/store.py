@@ -516,6 +516,10 @@ class Store:
         for directory, merged in by_dir.items():
             settle_displaced(self.fs, directory, sorted(merged), merged)
 
+    def _backup_dir(self) -> Path:
+        """Where this host files what it folded today: ``backups/<date>/<host>/``."""
+        return self.home / BACKUPS / time.strftime("%Y-%m-%d", time.gmtime()) / self.host
+
     def _fold(self, found: list[Read]) -> list[Path]:
         """Move conflict copies whose content is now part of the merged state into
         ``backups/<date>/<host>/``: moved first, then checked, so a copy rewritten meanwhile is put
@@ -523,7 +527,7 @@ class Store:
         moved: list[Path] = []
         if not found:
             return moved
-        target_dir = self.home / BACKUPS / time.strftime("%Y-%m-%d", time.gmtime()) / self.host
+        target_dir = self._backup_dir()
         self.fs.makedirs(target_dir)
         for read in found:
             path = read.source.path
@@ -635,7 +639,7 @@ class Store:
                     moved += self.session_files.fold(sid)
                 leftover = self.home / HOSTS / host
                 for name in self.fs.listdir(leftover):  # displaced or temp leftovers of a gone host
-                    target = self.home / BACKUPS / time.strftime("%Y-%m-%d", time.gmtime()) / self.host / f"{host}__{name}"
+                    target = self._backup_dir() / f"{host}__{name}"
                     self.fs.makedirs(target.parent)
                     self.fs.rename(leftover / name, target)
                 return moved

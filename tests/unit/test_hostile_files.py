@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.state import copies
 from subconscious.state.conflicts import ConflictCopy, classify
 from subconscious.state.files import ASIDE_NAME_MAX, NAME_MAX, UNSAFE, fit_name, read_json, set_aside
 from subconscious.state.ids import InvalidIdentifier, check_session_id
 from subconscious.state.records import SessionState
+from subconscious.state.sources import Read, copy_source
 from subconscious.state.store import Store
 
 SECRET = b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA-hostile-test\n"
@@ -273,16 +273,18 @@ def test_fold_names_stay_under_name_max(rig: Rig):
     long_copy.write_text("{}")
     found = classify(long_copy.name, where="hosts")
     assert isinstance(found, ConflictCopy)
-    moved = copies.fold([copies.Found(long_copy, found, b"{}")], rig.state, "laptop")
+    read = Read(copy_source(long_copy, found, "x" * 60), raw=b"{}", values=[{}])  # as a write read it
+    moved = rig.store()._fold([read])
     assert moved and len(moved[0].name.encode()) <= NAME_MAX and moved[0].read_bytes() == b"{}"
 
 
 def test_fold_never_moves_or_reads_what_is_no_longer_a_regular_file(rig: Rig):
     name = "session-a.sync-conflict-20261130-063049-ZV4TXD3.json"
     os.symlink(rig.key, rig.state / name)
-    found = copies.Found(rig.state / name, classify(name), SECRET)  # read as a file, now a link
-    assert copies.fold([found], rig.state, "laptop") == []
+    read = Read(copy_source(rig.state / name, classify(name)), raw=SECRET, values=[{}])  # read as a file, now a link
+    assert rig.store()._fold([read]) == []
     assert (rig.state / name).is_symlink()
+    assert SECRET not in rig.inside_bytes()
 
 
 # ------------------------------------------------------------------ session ids at the hook boundary

@@ -10,10 +10,12 @@ import random
 from hypothesis import example, given, settings, strategies as st
 
 from subconscious.state.clock import Stamp
-from subconscious.state.merge import merge_maps, merge_session_versions, merge_sessions, prune_tombstones
+from subconscious.state.merge import merge_maps, merge_session_versions, merge_sessions
+from subconscious.state.plan import prunable
 from subconscious.state.records import Setting, canonical, order_key
 
 from .strategies import (
+    stamps,
     heavy,
     record_copies,
     record_maps,
@@ -85,16 +87,19 @@ def test_any_fold_order_gives_one_result(copies, rnd):
     assert text(pairwise) == text(first)
 
 
-@given(st.one_of(record_maps, wide_record_maps), st.integers(0, 10), st.integers(0, 5))
-def test_pruning_drops_only_old_tombstones(m, now, retention):
-    pruned = prune_tombstones(m, now, retention)
+@given(st.one_of(record_maps, wide_record_maps), st.lists(st.one_of(record_maps, wide_record_maps), max_size=3),
+       st.lists(stamps, max_size=3), st.integers(0, 10), st.integers(0, 5))
+def test_pruning_drops_only_old_tombstones_every_shard_passed_and_nobody_holds_live(m, sources, clocks, now, retention):
+    """plan.prunable, which every write calls: a live entry is never pruned; a tombstone only when it is older
+    than the retention window, every shard's clock has reached it, and no source holds the key live."""
+    merged = {k: r.to_json() for k, r in m.items()}
+    raw_sources = [{k: r.to_json() for k, r in src.items()} for src in sources]
+    pruned = prunable(merged, raw_sources, clocks, now, retention)
     for key, record in m.items():
-        if not record.deleted:
-            assert pruned[key] == record
-        elif record.stamp.wall >= now - retention:
-            assert pruned[key] == record
-        else:
-            assert key not in pruned
+        live_elsewhere = any(key in src and not src[key].deleted for src in sources)
+        allowed = (record.deleted and record.stamp.wall < now - retention and not live_elsewhere
+                   and min(clocks, default=Stamp(0, 0)) >= record.stamp)  # no shard read: nothing has passed it
+        assert (key in pruned) == allowed, (key, record)
 
 
 def stext(s) -> str:

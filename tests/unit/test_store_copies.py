@@ -112,16 +112,15 @@ def test_copies_fold_to_the_same_result_on_every_host(tmp_path):
 
 
 def test_a_copy_that_changes_after_it_was_read_is_left_for_the_next_fold(tmp_path):
-    from subconscious.state import copies
-
     home = tmp_path / "home"
     s = make(tmp_path, "alpha", home)
     s.put_conversation("s1", "c", "a")
     copy = home / make_copy_name(Engine.SYNCTHING, "conversations.json")
     copy.write_text(s.view_path.read_text())
-    found = s.read().copies
-    copy.write_text(s.view_path.read_text() + " ")  # the engine rewrote it meanwhile
-    assert copies.fold(found, home, "alpha") == [] and copy.exists()
+    found = s._read().folds  # what a write read, and would file away once merged
+    changed = s.view_path.read_text() + " "
+    copy.write_text(changed)  # the engine rewrote it meanwhile
+    assert s._fold(found) == [] and copy.read_text() == changed
 
 
 def test_a_onedrive_copy_of_a_shard_is_a_copy_not_a_new_host(tmp_path):
