@@ -275,7 +275,7 @@ Say nothing if there is nothing useful to add."""
 
 
 def render_update(session_id: str, messages: Sequence[Message], lines: tuple[int, int] | None = None,
-                  key: str | None = None) -> str:
+                  key: str | None = None, project: Mapping[str, str] | None = None) -> str:
     """The update XML. ``lines`` (first, last transcript line index) and the delivery ``key`` are recorded as
     ``<lines first="…" last="…" delivery="…"/>`` so a delivery whose outcome was unknown can be recognised in
     the conversation (however far back) and not sent twice."""
@@ -284,9 +284,18 @@ def render_update(session_id: str, messages: Sequence[Message], lines: tuple[int
     if lines is not None:
         span = ('<lines first="%d" last="%d" delivery="%s"/>\n' % (*lines, key) if key
                 else '<lines first="%d" last="%d"/>\n' % lines)
-    return ("<claude_code_session_update>\n<session_id>%s</session_id>\n%s\n<transcript>\n%s\n</transcript>\n\n"
+    return ("<claude_code_session_update>\n%s<session_id>%s</session_id>\n%s\n<transcript>\n%s\n</transcript>\n\n"
             "<instructions>\n%s\n</instructions>\n</claude_code_session_update>"
-            % (xml_escape(session_id), span, body, UPDATE_INSTRUCTIONS))
+            % (project_element(project), xml_escape(session_id), span, body, UPDATE_INSTRUCTIONS))
+
+
+def project_element(project: Mapping[str, str] | None) -> str:
+    """``<project id="…" name="…" branch="…" machine="…"/>`` and a newline (empty without a project): which
+    project a message is about, the same on every machine (:mod:`subconscious.project`)."""
+    if not project:
+        return ""
+    attrs = " ".join('%s="%s"' % (k, xml_escape(str(v)).replace('"', "&quot;")) for k, v in project.items() if v)
+    return "<project %s/>\n" % attrs
 
 
 def lines_marker(session_id: str, first: int) -> str:
@@ -366,14 +375,16 @@ def _content_before(lines: Sequence[str], idx: int) -> bool:
 
 
 def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
-                 max_chars: int | None = None, redact_secrets: bool = True, index_offset: int = 0) -> Update:
+                 max_chars: int | None = None, redact_secrets: bool = True, index_offset: int = 0,
+                 project: Mapping[str, str] | None = None) -> Update:
     """Format ``lines[cursor + 1:]`` as one ``<claude_code_session_update>``.
 
     With ``max_chars``, stop after the line whose messages push the transcript past that many
     characters (at least one line with content is always taken; a single message longer than that is cut
     to it) and set ``more``. A compaction summary that follows lines with content is left out: those lines
     are delivered themselves. ``index_offset`` is added to line numbers in the marker (the worker's cursor
-    counts lines of earlier versions of a rewritten transcript).
+    counts lines of earlier versions of a rewritten transcript). ``project``: the session's project identity
+    (:meth:`subconscious.project.Project.attrs`), carried by the update.
     A cursor past the end is returned as it is (the worker checks line identity first: worker.py).
     """
     cursor = max(cursor, -1)
@@ -416,7 +427,7 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
         return Update(None, new_cursor, (), tuple(invalid), more)
     first, last = cursor + 1 + index_offset, new_cursor + index_offset
     key = delivery_key(session_id, first, last, lines[cursor + 1:new_cursor + 1])
-    payload = render_update(session_id, messages, (first, last), key)
+    payload = render_update(session_id, messages, (first, last), key, project)
     return Update(payload, new_cursor, tuple(messages), tuple(invalid), more, key)
 
 
@@ -426,10 +437,12 @@ def session_update(lines: Sequence[str], cursor: int, session_id: str) -> tuple[
     return u.payload, u.cursor
 
 
-def session_start_message(*, project: str, path: str, session_id: str, timestamp: str,
+def session_start_message(*, project: Any, path: str, session_id: str, timestamp: str,
                           sdk_tools_mode: str, machine: str | None = None, tools_refused: str | None = None) -> str:
-    """The ``<claude_code_session_start>`` message sent when a session begins. ``tools_refused``: why
-    this session gets no tools although its mode has some (its project directory may not be one)."""
+    """The ``<claude_code_session_start>`` message sent when a session begins. ``project``: a
+    :class:`subconscious.project.Project` (its id, branch and machine are carried too) or a plain name.
+    ``tools_refused``: why this session gets no tools although its mode has some (its project directory may
+    not be one)."""
     from .tools.modes import agent_text  # the words match what the worker's tools do (no imports)
 
     access = agent_text(sdk_tools_mode)
@@ -438,7 +451,13 @@ def session_start_message(*, project: str, path: str, session_id: str, timestamp
     context = ("A new Claude Code session has started. You will receive its transcript as it happens, "
                "in <claude_code_session_update> messages. Watch, remember what matters across sessions, "
                "and whisper short, useful guidance to Claude Code when you have some. " + access)
-    rows = [("project", project), ("path", path), ("session_id", session_id), ("timestamp", timestamp)]
+    name, pid, branch = (project, None, None) if isinstance(project, str) else (project.name, project.id, project.branch)
+    machine = machine or getattr(project, "machine", None)
+    if pid:
+        context += (" The project_id names this project on every machine (its path differs from machine to "
+                    "machine): sessions with the same project_id are the same project.")
+    rows = [("project", name)] + ([("project_id", pid)] if pid else []) + ([("branch", branch)] if branch else [])
+    rows += [("path", path), ("session_id", session_id), ("timestamp", timestamp)]
     if machine:
         rows.append(("machine", machine))
     rows += [("sdk_tools_mode", sdk_tools_mode), ("context", context)]

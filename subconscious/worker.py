@@ -321,6 +321,17 @@ def _mark(sessions_dir: Path, session_id: str, due: float, reason: str) -> None:
         log.warning("worker %s: could not record the retry (%s)", session_id, exc)
 
 
+def _project(rt: Runtime, local) -> dict[str, str]:
+    """The session's project as every machine names it (git remote, branch, this machine): in each update."""
+    from .project import identify
+
+    try:
+        return identify(local.project_root or local.cwd or ".", machine=rt.host.name).attrs()
+    except (OSError, ValueError) as exc:  # never worth failing a delivery for
+        log.debug("worker: no project identity (%s)", exc)
+        return {}
+
+
 def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: Delivery, client,
                     max_chars: int | None) -> None:
     from .letta.errors import LettaError
@@ -328,6 +339,7 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
 
     store = rt.store()
     localsession.sweep_local_temps(sessions_dir.parent)
+    project = None
     for _ in range(MAX_ROUNDS):
         local = localsession.load(sessions_dir, session_id)
         session = store.session(session_id)
@@ -373,7 +385,10 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
                     log.info("worker %s: the conversation already holds lines up to %d; not sent again", session_id, last)
                     continue
             limit = max_chars or _max_chars(client, session.agent_id, local, sessions_dir)
-            update = build_update(lines, pos, session_id, max_chars=limit, index_offset=local.offset)
+            if project is None:
+                project = _project(rt, local)
+            update = build_update(lines, pos, session_id, max_chars=limit, index_offset=local.offset,
+                                  project=project)
             last = update.cursor + local.offset
             if update.payload is None:
                 if last > cursor:

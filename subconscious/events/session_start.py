@@ -119,10 +119,12 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
     source = event.data.get("source")
     if local.start_for != conv and (any(fresh) or source not in RESUMED):
         local.start_attempted = False
+        from ..project import identify
+
         local.pending_start = session_start_message(
-            project=ctx.settings.project or Path(local.project_root).name, path=local.project_root,
+            project=identify(local.project_root, machine=ctx.rt.host.name), path=local.project_root,
             session_id=ctx.session_id, timestamp=now_iso(), sdk_tools_mode=ctx.settings.sdk_tools,
-            machine=ctx.rt.host.name, tools_refused=refused,
+            tools_refused=refused,
         )
     local.start_for = conv
     localsession.save(ctx.sessions_dir, local)
