@@ -246,6 +246,35 @@ class SessionState:
     def evolve(self, **changes: Any) -> "SessionState":
         return replace(self, **changes)
 
+    # When and why Claude Code ended the session (its SessionEnd hook: ``reason`` clear, logout, other, …),
+    # None while it runs (a resume clears them). Kept as ``endedAt``/``endReason`` among the extra keys, so
+    # they merge with the last-writer-wins part and upstream reads the file as before.
+    @property
+    def ended_at(self) -> str | None:
+        value = self._extra_dict().get(END_KEYS[0])
+        return value if isinstance(value, str) else None
+
+    @property
+    def end_reason(self) -> str | None:
+        value = self._extra_dict().get(END_KEYS[1])
+        return value if isinstance(value, str) else None
+
+    def with_end(self, ended_at: str | None, end_reason: str | None) -> "SessionState":
+        """This state with the end recorded (both None: the session runs again)."""
+        rest = {k: v for k, v in self._extra_dict().items() if k not in END_KEYS}
+        if ended_at is not None:
+            rest[END_KEYS[0]], rest[END_KEYS[1]] = ended_at, end_reason
+        return replace(self, extra=canonical(rest) if rest else "")
+
+    def _extra_dict(self) -> dict[str, Any]:
+        if not self.extra:
+            return {}
+        value = json.loads(self.extra)
+        return value if isinstance(value, dict) else {}
+
+
+END_KEYS = ("endedAt", "endReason")
+
 
 _SESSION_KEYS = frozenset(
     {
