@@ -86,8 +86,13 @@ def _code_or_prose_value(value: str) -> bool:
 def _code_or_prose(m: re.Match, value: str) -> bool:
     if _code_or_prose_value(value):
         return True
-    after = m.string[m.end("v"):m.end("v") + 1]
-    return value.lower() in _STRING_PREFIX and after in ("'", '"')  # secret = b"" (a string prefix)
+    end = m.end("v")
+    after = m.string[end:end + 1]
+    if value.lower() not in _STRING_PREFIX or after not in ("'", '"'):
+        return False
+    line_end = m.string.find("\n", end + 1)
+    rest = m.string[end + 1:line_end if line_end != -1 else len(m.string)]
+    return after in rest  # secret = b"" (a string prefix: the string closes), not password=B"
 
 
 def _key_value(m: re.Match) -> list:

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Sequence, Union
 
+from .private import hide_private, private_result
 from .redact import REDACTED, find_secrets, redact  # re-exported: applied to every transcript text
 
 __all__ = [
@@ -233,6 +234,7 @@ def tool_summary(name: str, tool_input: Any) -> str:
 
 
 def _clean(text: str, limit: int | None, secrets: bool) -> str:
+    text = hide_private(text)  # <private>…</private> first, whatever else applies (private.py)
     if limit is not None and len(text) > limit + 8192:
         text = text[:limit + 8192]  # bound the redaction work; the secret-safe cut comes after
     if secrets:
@@ -241,9 +243,11 @@ def _clean(text: str, limit: int | None, secrets: bool) -> str:
 
 
 def format_entries(entries: Sequence[Entry], tool_names: Mapping[str, str],
-                   redact_secrets: bool = True) -> list[Message]:
+                   redact_secrets: bool = True, private_paths: Sequence[str] = (),
+                   tool_inputs: Mapping[str, Any] | None = None) -> list[Message]:
     """Entries -> transcript messages (not yet XML-escaped). ``tool_names`` maps tool_use ids
-    to tool names so each result is labelled with the tool that produced it."""
+    to tool names so each result is labelled with the tool that produced it; ``tool_inputs`` maps them to
+    the calls' inputs, whose paths ``private_paths`` (SUBCONSCIOUS_PRIVATE_PATHS globs) may make private."""
     out: list[Message] = []
     for e in entries:
         if isinstance(e, UserText):
@@ -258,7 +262,8 @@ def format_entries(entries: Sequence[Entry], tool_names: Mapping[str, str],
         elif isinstance(e, ToolResult):
             label = "Tool Error" if e.is_error else "Tool Result"
             name = tool_names.get(e.tool_use_id, "unknown")
-            out.append(Message("system", "[%s: %s]\n%s" % (label, name, _clean(e.content, RESULT_CUT, redact_secrets))))
+            content = private_result(name, (tool_inputs or {}).get(e.tool_use_id), e.content, private_paths)
+            out.append(Message("system", "[%s: %s]\n%s" % (label, name, _clean(content, RESULT_CUT, redact_secrets))))
         elif isinstance(e, Summary):
             out.append(Message("system", "[Session Summary]: " + _clean(e.text, None, redact_secrets)))
         elif isinstance(e, Command):
@@ -346,8 +351,10 @@ class Update:
     key: str | None = None
 
 
-def _tool_names(lines: Sequence[str], upto: int, wanted: set[str], known: dict[str, str]) -> dict[str, str]:
-    """Find names for tool_use ids used before the cursor (only lines mentioning them are parsed)."""
+def _tool_names(lines: Sequence[str], upto: int, wanted: set[str], known: dict[str, str],
+                inputs: dict[str, Any] | None = None) -> dict[str, str]:
+    """Find names (and, into ``inputs``, the inputs) for tool_use ids used before the cursor (only lines
+    mentioning them are parsed)."""
     names = dict(known)
     missing = {i for i in wanted if i and i not in names}
     for idx in range(upto, -1, -1):
@@ -359,6 +366,8 @@ def _tool_names(lines: Sequence[str], upto: int, wanted: set[str], known: dict[s
         for e in reversed(parse_line(line).entries):  # the latest use of an id wins
             if isinstance(e, ToolUse) and e.id in missing:
                 names[e.id] = e.name
+                if inputs is not None:
+                    inputs[e.id] = e.input
                 missing.discard(e.id)
     return names
 
@@ -376,7 +385,7 @@ def _content_before(lines: Sequence[str], idx: int) -> bool:
 
 def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
                  max_chars: int | None = None, redact_secrets: bool = True, index_offset: int = 0,
-                 project: Mapping[str, str] | None = None) -> Update:
+                 project: Mapping[str, str] | None = None, private_paths: Sequence[str] = ()) -> Update:
     """Format ``lines[cursor + 1:]`` as one ``<claude_code_session_update>``.
 
     With ``max_chars``, stop after the line whose messages push the transcript past that many
@@ -384,7 +393,8 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
     to it) and set ``more``. A compaction summary that follows lines with content is left out: those lines
     are delivered themselves. ``index_offset`` is added to line numbers in the marker (the worker's cursor
     counts lines of earlier versions of a rewritten transcript). ``project``: the session's project identity
-    (:meth:`subconscious.project.Project.attrs`), carried by the update.
+    (:meth:`subconscious.project.Project.attrs`), carried by the update. ``private_paths``: the globs of
+    SUBCONSCIOUS_PRIVATE_PATHS (results of tool calls on those paths are not sent: private.py).
     A cursor past the end is returned as it is (the worker checks line identity first: worker.py).
     """
     cursor = max(cursor, -1)
@@ -406,7 +416,8 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
                 wanted.add(e.tool_use_id)
         used.update(e.id for e in p.entries if isinstance(e, ToolUse))
         parsed.append((idx, p))
-    names = _tool_names(lines, cursor, wanted, {})
+    inputs: dict[str, Any] = {}
+    names = _tool_names(lines, cursor, wanted, {}, inputs if private_paths else None)
     messages: list[Message] = []
     size, new_cursor, more = 0, len(lines) - 1, False
     for idx, p in parsed:
@@ -416,7 +427,8 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
         for e in p.entries:  # a result is labelled with the latest call of its id before it
             if isinstance(e, ToolUse):
                 names[e.id] = e.name
-        for m in format_entries(p.entries, names, redact_secrets):
+                inputs[e.id] = e.input
+        for m in format_entries(p.entries, names, redact_secrets, private_paths, inputs):
             if max_chars is not None and len(m.text) > max(max_chars, MESSAGE_CUT_FLOOR):
                 m = Message(m.role, cut(m.text, max(max_chars, MESSAGE_CUT_FLOOR)))
             messages.append(m)

@@ -1,0 +1,145 @@
+"""Private text: what the user marked, or the files they named, never leaves this machine. Pure.
+
+- ``<private>…</private>`` in a prompt, an answer, a tool call or a tool result is replaced by
+  :data:`MARKER` before redaction runs. Tags are matched in any case and with spaces inside the angle
+  brackets (``<PRIVATE>``, ``< /private >``); nested tags hide up to the closing tag of the outermost one;
+  an opening tag that is never closed hides everything after it in that text; a closing tag with no
+  opening tag before it hides everything before it (its opening tag was in an earlier piece of the same
+  answer: Claude Code writes each content block of an answer on a line of its own).
+- ``SUBCONSCIOUS_PRIVATE_PATHS`` (globs separated by ``:``, e.g. ``*.env:secrets/**:/home/me/notes/*``):
+  the result of a tool call on a matching path (Read, Edit, Write, NotebookEdit, Grep or Glob with a
+  matching ``path``) is replaced by a note saying so, and Grep/Glob result lines naming a matching file
+  are dropped. A glob without ``/`` matches a file name anywhere; one with ``/`` matches the end of the
+  path (``secrets/**`` is any file under any directory named ``secrets``) or, when absolute, the path.
+  ``*`` also matches ``/``. Case is ignored (a wider match is the safe side).
+
+Not covered: Claude's own words repeating private text outside the tags, and the output of Bash
+commands that print a private file (only the tags and the redaction rules apply to them).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+__all__ = ["MARKER", "PATH_NOTE", "hide_private", "private_globs", "is_private_path", "tool_paths",
+           "private_result", "ENV_PRIVATE_PATHS"]
+
+MARKER = "[private text removed]"
+ENV_PRIVATE_PATHS = "SUBCONSCIOUS_PRIVATE_PATHS"
+PATH_NOTE = "[the result of %s on a private path (SUBCONSCIOUS_PRIVATE_PATHS) was not sent]"
+LINES_NOTE = "[%d lines naming private paths (SUBCONSCIOUS_PRIVATE_PATHS) were not sent]"
+_TAG = re.compile(r"<\s*(/?)\s*private(?:\s[^<>]*)?>", re.I)
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+_PATH_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "NotebookRead", "Grep", "Glob", "LS"})
+_LISTING_TOOLS = frozenset({"Grep", "Glob", "LS"})
+
+
+def hide_private(text: str) -> str:
+    """``text`` with every private passage replaced by :data:`MARKER` (see the module docstring).
+    Idempotent; the result holds no private tag."""
+    if "<" not in text:
+        return text
+    tags = list(_TAG.finditer(text))
+    if not tags:
+        return text
+    # a closing tag without an opening tag before it: everything up to it is private
+    depth, start = 0, 0
+    for i, m in enumerate(tags):
+        if m.group(1):
+            if depth == 0:
+                start = i + 1
+            else:
+                depth -= 1
+        else:
+            depth += 1
+    out: list[str] = []
+    at = 0
+    if start:
+        out.append(MARKER)
+        at = tags[start - 1].end()
+    depth = 0
+    for m in tags[start:]:
+        if m.group(1):  # closing (never unmatched here)
+            depth -= 1
+            if depth == 0:
+                at = m.end()
+        else:
+            if depth == 0:
+                out.append(text[at:m.start()])
+                out.append(MARKER)
+            depth += 1
+    if depth == 0:
+        out.append(text[at:])
+    # an unclosed opening tag: hidden to the end (the MARKER is already out)
+    return "".join(out)
+
+
+def private_globs(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The globs of ``SUBCONSCIOUS_PRIVATE_PATHS`` (``:``-separated; also ``;`` on Windows)."""
+    raw = env.get(ENV_PRIVATE_PATHS) or ""
+    parts = re.split(r"[:;]" if os.name == "nt" else r":", raw)
+    return tuple(p.strip() for p in parts if p.strip())
+
+
+@lru_cache(maxsize=256)
+def _pattern(glob: str) -> re.Pattern[str]:
+    return re.compile(fnmatch.translate(glob.replace("\\", "/").lower()))
+
+
+def is_private_path(path: str, globs: Iterable[str]) -> bool:
+    """Whether ``path`` matches one of ``globs`` (see the module docstring)."""
+    globs = tuple(globs)
+    if not globs or not path:
+        return False
+    p = path.replace("\\", "/").lower()
+    parts = [x for x in p.split("/") if x]
+    for g in globs:
+        pat = _pattern(g)
+        if g.startswith("/"):
+            if pat.match(p.rstrip("/")):
+                return True
+            continue
+        if "/" not in g.strip("/"):
+            if parts and pat.match(parts[-1]):
+                return True
+            if any(pat.match(x) for x in parts[:-1]):  # a directory name: everything under it
+                return True
+            continue
+        for i in range(len(parts)):
+            if pat.match("/".join(parts[i:])):
+                return True
+    return False
+
+
+def tool_paths(tool_input: Any) -> list[str]:
+    """The paths a tool call names (``file_path``, ``notebook_path``, ``path``)."""
+    if not isinstance(tool_input, dict):
+        return []
+    return [v for k in _PATH_KEYS if isinstance(v := tool_input.get(k), str) and v]
+
+
+def _listed_path(line: str) -> str:
+    """The file a Grep/Glob result line names: the whole line, or what comes before ``:N:``/``:``."""
+    m = re.match(r"(.+?)(?::\d+[:\-]|-\d+-|:)", line)
+    return m.group(1) if m else line.strip()
+
+
+def private_result(tool: str, tool_input: Any, content: str, globs: Iterable[str]) -> str:
+    """A tool result as it may leave the machine under ``globs``: a note instead of the result of a call on a
+    private path; a listing without the lines naming private files."""
+    globs = tuple(globs)
+    if not globs:
+        return content
+    if tool in _PATH_TOOLS or tool == "unknown":
+        if any(is_private_path(p, globs) for p in tool_paths(tool_input)):
+            return PATH_NOTE % tool
+    if tool in _LISTING_TOOLS or tool == "unknown":
+        lines = content.split("\n")
+        kept = [ln for ln in lines if not (ln.strip() and is_private_path(_listed_path(ln.strip()), globs))]
+        if len(kept) != len(lines):
+            return "\n".join(kept + [LINES_NOTE % (len(lines) - len(kept))])
+    return content
