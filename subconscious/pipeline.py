@@ -81,7 +81,7 @@ def session_runtime(session_id: str, env=os.environ, cwd: str | None = None
 
 def open_session(event: HookEvent) -> SessionContext:
     sid = check_session_id(event.session_id)
-    rt, local = session_runtime(sid, os.environ, cwd=event.cwd)
+    rt, local = session_runtime(sid, event.env, cwd=event.cwd)  # served mode: Claude Code's env, per request
     if rt.settings.mode == "off":
         raise Skip("LETTA_MODE=off")
     return SessionContext(event, rt, rt.store(), sid, local)

@@ -7,8 +7,6 @@ of parallel hooks, one fetches."""
 
 from __future__ import annotations
 
-import os
-
 from ..hookrun import HookEvent
 from ..pipeline import Skip, open_session
 from .messages import fetch_injection, take_fetch
@@ -19,7 +17,7 @@ PAGE = 50
 def handle(event: HookEvent) -> str | None:
     ctx = open_session(event)
     try:
-        ttl = float(os.environ.get("SUBCONSCIOUS_FETCH_TTL", "5"))
+        ttl = float(event.env.get("SUBCONSCIOUS_FETCH_TTL", "5"))
     except ValueError:
         ttl = 5.0
     if not take_fetch(ctx, int(ttl * 1000)):

@@ -31,6 +31,13 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 _opener: urllib.request.OpenerDirector | None = None
+_process_opener: Opener | None = None  # every read of this process, when set (subconscious serve: kept-alive)
+
+
+def use_opener(opener: Opener | None) -> None:
+    """Send this process's reads through ``opener`` (None: back to urllib's, a connection per request)."""
+    global _process_opener
+    _process_opener = opener
 
 
 def _open(req: urllib.request.Request, timeout: float):
@@ -55,7 +62,7 @@ def get_json(base_url: str | None, path: str, *, api_key: str | None = None, par
     failure: LettaError | None = None
     body = b""
     try:
-        with (opener or _open)(req, timeout=timeout) as resp:
+        with (opener or _process_opener or _open)(req, timeout=timeout) as resp:
             body = resp.read()
     except urllib.error.HTTPError as e:
         if 300 <= e.code < 400:
