@@ -198,6 +198,26 @@ class LettaClient:
                                      "is this a Letta server with agent-file import?", detail=str(body)[:200])
         return ids
 
+    def modify_block(self, agent_id: str, label: str, value: str, *, timeout: TimeoutArg = None) -> dict:
+        """Set the value of the agent's memory block ``label``; returns the block."""
+        from urllib.parse import quote
+
+        return self._request(f"updating block {label!r} of agent {agent_id}", "PATCH",
+                             f"agents/{check_id(agent_id, 'agent id')}/core-memory/blocks/{quote(label, safe='')}",
+                             json={"value": value}, timeout=timeout)
+
+    def search_archival(self, agent_id: str, query: str, *, top_k: int | None = None,
+                        timeout: TimeoutArg = None) -> list[dict]:
+        """Archival memory passages nearest ``query`` (Letta's semantic search): [{content, timestamp, tags}]."""
+        params: dict = {"query": query}
+        if top_k is not None:
+            params["top_k"] = int(top_k)
+        body = self._request(f"searching the archival memory of {agent_id}", "GET",
+                             f"agents/{check_id(agent_id, 'agent id')}/archival-memory/search", params=params,
+                             timeout=timeout)
+        results = body.get("results") if isinstance(body, dict) else body
+        return [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+
     def list_models(self, *, timeout: TimeoutArg = None) -> list[dict]:
         body = self._request("listing models", "GET", "models/", timeout=timeout)
         if not isinstance(body, list):
