@@ -26,7 +26,7 @@ from .redact import REDACTED, find_secrets, redact  # re-exported: applied to ev
 
 __all__ = [
     "UserText", "AssistantText", "Thinking", "ToolUse", "ToolResult", "Summary", "Entry",
-    "ParsedLine", "Message", "Update", "complete_lines", "parse_line", "tool_summary",
+    "ParsedLine", "Message", "Update", "Insert", "answer_digest", "subagent_messages", "complete_lines", "parse_line", "tool_summary",
     "format_entries", "render_update", "build_update", "session_update", "session_start_message",
     "xml_escape", "cut", "redact", "find_secrets",
     "RESULT_CUT", "THINKING_CUT", "COMMAND_CUT", "INPUT_JSON_CUT", "REDACTED",
@@ -133,8 +133,9 @@ def _blocks_text(content: Any) -> str:
     return "" if content is None else json.dumps(content, ensure_ascii=False)
 
 
-def parse_line(line: str) -> ParsedLine:
-    """One transcript line -> entries. Never raises."""
+def parse_line(line: str, sidechain: bool = False) -> ParsedLine:
+    """One transcript line -> entries. Never raises. ``sidechain``: read a subagent's own lines (its
+    transcript file holds nothing else); the main transcript's sidechain lines are skipped."""
     if not line.strip():
         return ParsedLine("blank")
     try:
@@ -147,7 +148,7 @@ def parse_line(line: str) -> ParsedLine:
     if kind == "summary":  # written by older versions after compaction
         s = obj.get("summary")
         return ParsedLine("entries", (Summary(str(s)),)) if s else ParsedLine("skipped")
-    if kind not in ("user", "assistant") or obj.get("isMeta") or obj.get("isSidechain") is True:
+    if kind not in ("user", "assistant") or obj.get("isMeta") or (obj.get("isSidechain") is True and not sidechain):
         return ParsedLine("skipped")  # attachment, system, file-history-snapshot, bookkeeping, meta, subagents
     msg = obj.get("message")
     content = msg.get("content") if isinstance(msg, dict) else obj.get("content")
@@ -194,8 +195,9 @@ def parse_line(line: str) -> ParsedLine:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    role: Literal["user", "claude_code", "system"]
+    role: Literal["user", "claude_code", "system", "subagent"]
     text: str
+    agent_type: str | None = None  # role "subagent": the subagent's type, shown as an attribute
 
 
 def cut(text: str, limit: int) -> str:
@@ -284,7 +286,9 @@ def render_update(session_id: str, messages: Sequence[Message], lines: tuple[int
     """The update XML. ``lines`` (first, last transcript line index) and the delivery ``key`` are recorded as
     ``<lines first="…" last="…" delivery="…"/>`` so a delivery whose outcome was unknown can be recognised in
     the conversation (however far back) and not sent twice."""
-    body = "\n".join('<message role="%s">\n%s\n</message>' % (m.role, xml_escape(m.text)) for m in messages)
+    body = "\n".join('<message role="%s"%s>\n%s\n</message>' % (
+        m.role, ' agent_type="%s"' % xml_escape(m.agent_type).replace('"', "&quot;") if m.agent_type is not None else "",
+        xml_escape(m.text)) for m in messages)
     span = ""
     if lines is not None:
         span = ('<lines first="%d" last="%d" delivery="%s"/>\n' % (*lines, key) if key
@@ -349,6 +353,64 @@ class Update:
     invalid_lines: tuple[int, ...]
     more: bool = False
     key: str | None = None
+    inserted: tuple[str, ...] = ()  # keys of the inserts the payload carries
+    skipped: tuple[str, ...] = ()  # digests of answers left out (delivered before from the Stop hook's input)
+
+
+@dataclass(frozen=True, slots=True)
+class Insert:
+    """Messages that are not transcript lines of the session's file, placed before its line ``at`` (an index
+    into ``lines``; at or past the end: after the last line): a subagent's own work, the news that Claude
+    Code compacted the session, a final answer the file had not recorded yet. ``key`` names it in the
+    delivery key, so a payload with other inserts is another delivery."""
+
+    at: int
+    key: str
+    messages: tuple[Message, ...]
+
+
+def answer_digest(text: str) -> str:
+    """How a final answer is recognised when its transcript line arrives after it was delivered."""
+    import hashlib
+
+    return hashlib.sha256(text.strip().encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def subagent_messages(lines: Sequence[str], agent_type: str, agent_id: str = "", *,
+                      max_chars: int | None = None, redact_secrets: bool = True,
+                      private_paths: Sequence[str] = ()) -> tuple[Message, ...]:
+    """A subagent's transcript (``agent_transcript_path``: its task, tool calls, results and report) as
+    messages of role ``subagent`` labelled with its type; bounded by ``max_chars`` (the rest is named, not
+    sent). Empty when it holds nothing to send."""
+    names: dict[str, str] = {}
+    inputs: dict[str, Any] = {}
+    out: list[Message] = []
+    size, left = 0, 0
+    for line in lines:
+        p = parse_line(line, sidechain=True)
+        if p.status != "entries":
+            continue
+        for e in p.entries:
+            if isinstance(e, ToolUse):
+                names[e.id] = e.name
+                inputs[e.id] = e.input
+        entries = tuple(Summary(e.text) if isinstance(e, UserText) and not out else e for e in p.entries)
+        for m in format_entries(entries, names, redact_secrets, private_paths, inputs):
+            if max_chars is not None and size >= max_chars:
+                left += 1
+                continue
+            text = m.text.replace("[Session Summary]: ", "[Task]: ", 1) if not out else m.text
+            if max_chars is not None and len(text) > max(max_chars - size, MESSAGE_CUT_FLOOR):
+                text = cut(text, max(max_chars - size, MESSAGE_CUT_FLOOR))
+            out.append(Message("subagent", text, agent_type))
+            size += len(text)
+    if not out:
+        return ()
+    head = "[Subagent %s%s ran inside this session; its own work follows]" % (
+        agent_type or "(no type)", " (agent %s)" % agent_id if agent_id else "")
+    tail = ([Message("subagent", "[%d more messages of this subagent are not shown]" % left, agent_type)]
+            if left else [])
+    return (Message("system", head), *out, *tail)
 
 
 def _tool_names(lines: Sequence[str], upto: int, wanted: set[str], known: dict[str, str],
@@ -385,7 +447,8 @@ def _content_before(lines: Sequence[str], idx: int) -> bool:
 
 def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
                  max_chars: int | None = None, redact_secrets: bool = True, index_offset: int = 0,
-                 project: Mapping[str, str] | None = None, private_paths: Sequence[str] = ()) -> Update:
+                 project: Mapping[str, str] | None = None, private_paths: Sequence[str] = (),
+                 inserts: Sequence[Insert] = (), skip_answers: Mapping[str, int] | None = None) -> Update:
     """Format ``lines[cursor + 1:]`` as one ``<claude_code_session_update>``.
 
     With ``max_chars``, stop after the line whose messages push the transcript past that many
@@ -395,10 +458,15 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
     counts lines of earlier versions of a rewritten transcript). ``project``: the session's project identity
     (:meth:`subconscious.project.Project.attrs`), carried by the update. ``private_paths``: the globs of
     SUBCONSCIOUS_PRIVATE_PATHS (results of tool calls on those paths are not sent: private.py).
+    ``inserts`` go before their line (those before the cursor first; those at or past the end after the
+    last line, unless ``max_chars`` stopped early); with inserts, a payload may hold no line at all
+    (``first`` = ``last`` + 1 in its marker). ``skip_answers`` maps :func:`answer_digest` s of answers already
+    delivered to the line index from which each may appear: the first such answer line is left out.
     A cursor past the end is returned as it is (the worker checks line identity first: worker.py).
     """
     cursor = max(cursor, -1)
-    if cursor >= len(lines) - 1:
+    queue = sorted(inserts, key=lambda i: i.at)
+    if cursor >= len(lines) - 1 and not queue:
         return Update(None, cursor, (), ())
     parsed: list[tuple[int, ParsedLine]] = []
     invalid: list[int] = []
@@ -419,11 +487,35 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
     inputs: dict[str, Any] = {}
     names = _tool_names(lines, cursor, wanted, {}, inputs if private_paths else None)
     messages: list[Message] = []
-    size, new_cursor, more = 0, len(lines) - 1, False
+    size, new_cursor, more = 0, max(len(lines) - 1, cursor), False
+    inserted: list[str] = []
+    skip = dict(skip_answers or {})
+    skipped: list[str] = []
+
+    def place(before: float) -> int:
+        added = 0
+        while queue and queue[0].at <= before:
+            ins = queue.pop(0)
+            inserted.append(ins.key)
+            messages.extend(ins.messages)
+            added += sum(len(m.text) for m in ins.messages)
+        return added
+
     for idx, p in parsed:
         if max_chars is not None and messages and size >= max_chars:
             new_cursor, more = idx - 1, True
             break
+        size += place(idx)
+        if skip and any(isinstance(e, AssistantText) for e in p.entries):
+            kept = []
+            for e in p.entries:
+                d = answer_digest(e.text) if isinstance(e, AssistantText) else None
+                if d is not None and d in skip and idx >= skip[d]:
+                    skipped.append(d)
+                    del skip[d]
+                    continue
+                kept.append(e)
+            p = ParsedLine("entries", tuple(kept)) if kept else ParsedLine("skipped")
         for e in p.entries:  # a result is labelled with the latest call of its id before it
             if isinstance(e, ToolUse):
                 names[e.id] = e.name
@@ -435,12 +527,15 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
             size += len(m.text)
     if more:
         invalid = [i for i in invalid if i <= new_cursor]
+    else:
+        place(float("inf"))
     if not messages:
-        return Update(None, new_cursor, (), tuple(invalid), more)
+        return Update(None, new_cursor, (), tuple(invalid), more, skipped=tuple(skipped))
     first, last = cursor + 1 + index_offset, new_cursor + index_offset
-    key = delivery_key(session_id, first, last, lines[cursor + 1:new_cursor + 1])
+    key = delivery_key(session_id, first, last,
+                       [*lines[cursor + 1:new_cursor + 1], *("\0insert:" + k for k in inserted)])
     payload = render_update(session_id, messages, (first, last), key, project)
-    return Update(payload, new_cursor, tuple(messages), tuple(invalid), more, key)
+    return Update(payload, new_cursor, tuple(messages), tuple(invalid), more, key, tuple(inserted), tuple(skipped))
 
 
 def session_update(lines: Sequence[str], cursor: int, session_id: str) -> tuple[str | None, int]:
