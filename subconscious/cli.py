@@ -3,8 +3,6 @@ only for what it uses."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 
 # verb → (module, help). The module has ``add_arguments(parser)`` and ``run(args) -> int``.
@@ -20,10 +18,17 @@ VERBS: dict[str, tuple[str, str]] = {
     "demo": ("subconscious.commands.demo", "simulate several machines sharing one state dir: conflicts made and repaired"),
     "install": ("subconscious.commands.install", "add our hooks to Claude Code's settings.json (without the plugin)"),
     "uninstall": ("subconscious.commands.install", "remove our hooks from Claude Code's settings.json"),
+    "memory": ("subconscious.commands.memory", "show the agent's memory blocks, and what changed since a time"),
+    "messages": ("subconscious.commands.messages", "show what the agent said: when, to which session and machine, shown yet"),
+    "sessions": ("subconscious.commands.sessions", "list every session of the shared home, from every machine"),
+    "ask": ("subconscious.commands.ask", "ask the agent something (its own conversation, never a session's); streamed"),
 }
 
 
 def build_parser(active: str | None) -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
     from . import __version__
 
     parser = argparse.ArgumentParser(
@@ -41,6 +46,10 @@ def build_parser(active: str | None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "hook" and not argv[1].startswith("-"):
+        from .hotpath import run_hook  # before argparse: hooks run on every tool call and prompt
+
+        return run_hook(argv[1])
     active = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(active if active in VERBS else None)
     if active == "hook":  # a usage error must not exit 2: Claude Code would block the prompt or tool call
@@ -53,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verb:
         parser.print_help()
         return 2
+    import importlib
+
     return int(importlib.import_module(VERBS[args.verb][0]).run(args) or 0)
 
 
