@@ -22,6 +22,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "messages": ("subconscious.commands.messages", "show what the agent said: when, to which session and machine, shown yet"),
     "sessions": ("subconscious.commands.sessions", "list every session of the shared home, from every machine"),
     "ask": ("subconscious.commands.ask", "ask the agent something (its own conversation, never a session's); streamed"),
+    "memory": ("subconscious.commands.memory", "show the agent's memory blocks, and what changed since a time"),
+    "messages": ("subconscious.commands.messages", "show what the agent said: when, to which session and machine, shown yet"),
+    "sessions": ("subconscious.commands.sessions", "list every session of the shared home, from every machine"),
+    "ask": ("subconscious.commands.ask", "ask the agent something (its own conversation, never a session's); streamed"),
 }
 
 
