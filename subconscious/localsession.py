@@ -38,6 +38,9 @@ class LocalSession:
     attempt: list[int] | None = None  # [first line, last line] of a delivery whose outcome is unknown
     attempt_key: str | None = None  # its delivery key (the marker looked for in the conversation)
     attempt_after: str | None = None  # the conversation's newest message before it was sent (where to look from)
+    attempt_inserts: list[str] | None = None  # keys of the notices (notices.py) that attempt carries
+    attempt_skipped: list[str] | None = None  # digests of the answers it leaves out (delivered before)
+    reinject: str | None = None  # compact/clear: Claude's context was replaced; what it knew is shown again once
     start_after: str | None = None  # the same for the start message
     anchor: list | None = None  # [cursor, uuid of the transcript line at the cursor]: line identity
     offset: int = 0  # cursor minus the line's index in the current file (a rewritten, shorter transcript)

@@ -234,9 +234,12 @@ def _position(lines: list[str], cursor: int, local: localsession.LocalSession, s
     return j
 
 
-def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: int, to: int, last: int) -> None:
-    """The lines ``frm+1..to`` of the file (``..last`` in cursor terms) reached the agent: move the cursor,
-    remember their identity, forget the attempt."""
+def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: int, to: int, last: int,
+             inserted=(), skipped=()) -> None:
+    """The lines ``frm+1..to`` of the file (``..last`` in cursor terms) reached the agent, with the notices
+    ``inserted`` and without the answers ``skipped``: move the cursor, remember their identity, drop those
+    notices, forget the attempt."""
+    from . import notices
     from .transcript import line_uuid
 
     store.update_session(session_id, lambda cur, last=last: cur.evolve(
@@ -249,7 +252,9 @@ def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: 
     at = lines[to] if 0 <= to < len(lines) else ""
     u = line_uuid(at)
     local.anchor = [last, u] if u else None
+    notices.delivered(sessions_dir, session_id, list(inserted or ()), list(skipped or ()))
     local.attempt, local.attempt_key, local.attempt_after = None, None, None
+    local.attempt_inserts, local.attempt_skipped = None, None
     local.failures, local.last_error = 0, None
     local.pending_update, local.pending_cursor = None, None
     localsession.save(sessions_dir, local)
@@ -332,6 +337,20 @@ def _project(rt: Runtime, local) -> dict[str, str]:
         return {}
 
 
+def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit: int):
+    """The session's notices as transcript inserts (notices.py); moot ones (a subagent that left no
+    transcript, an answer the file has caught up with) are dropped."""
+    from . import notices
+
+    pending = notices.load_all(sessions_dir, session_id)
+    if not pending:
+        return (), None
+    inserts, moot, skip = notices.inserts(pending, lines, local.offset, limit)
+    if moot:
+        notices.remove(sessions_dir, session_id, moot)
+    return inserts, skip
+
+
 def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: Delivery, client,
                     max_chars: int | None) -> None:
     from .letta.errors import LettaError
@@ -363,10 +382,12 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
                 if _settle(client, conv, _key_matcher(key), local.attempt_after, reference, rt, local.project_root):
                     log.info("worker %s: lines %d-%d had arrived already (delivery %s); not sent again",
                              session_id, first, last, key)
-                    _advance(store, sessions_dir, session_id, lines, pos, last - local.offset, last)
+                    _advance(store, sessions_dir, session_id, lines, pos, last - local.offset, last,
+                             local.attempt_inserts, local.attempt_skipped)
                     result.sent += 1
                     continue
                 local.attempt, local.attempt_key = None, None  # never stored: send the lines afresh
+                local.attempt_inserts, local.attempt_skipped = None, None
                 localsession.save(sessions_dir, local)
             elif cursor < 0 and not local.attempt:
                 # nothing recorded (a new session, or its session file was rebuilt after damage): what the
@@ -387,18 +408,20 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
             limit = max_chars or _max_chars(client, session.agent_id, local, sessions_dir)
             if project is None:
                 project = _project(rt, local)
+            inserts, skip = _notices(sessions_dir, session_id, lines, local, limit)
             update = build_update(lines, pos, session_id, max_chars=limit, index_offset=local.offset,
-                                  project=project)
+                                  project=project, inserts=inserts, skip_answers=skip)
             last = update.cursor + local.offset
             if update.payload is None:
-                if last > cursor:
-                    _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last)
+                if last > cursor or update.skipped:
+                    _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last, (), update.skipped)
                 return
             local.attempt, local.attempt_key = [cursor + 1, last], update.key
+            local.attempt_inserts, local.attempt_skipped = list(update.inserted), list(update.skipped)
             local.attempt_after = _newest_id(client, conv)
             localsession.save(sessions_dir, local)
             _send(client, conv, update.payload, rt, local.project_root)
-            _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last)
+            _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last, update.inserted, update.skipped)
             result.sent += 1
             log.info("worker %s: delivered lines %d-%d to %s (%d chars)", session_id, cursor + 1, last, conv,
                      len(update.payload))
