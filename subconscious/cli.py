@@ -16,6 +16,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "merge-driver": ("subconscious.commands.merge_driver", "git merge driver for our state files (git passes: ancestor, ours, theirs, path)"),
     "sync": ("subconscious.commands.sync", "set up a sync engine for the shared state (setup-git)"),
     "demo": ("subconscious.commands.demo", "simulate several machines sharing one state dir: conflicts made and repaired"),
+    "gc": ("subconscious.commands.gc", "retire sessions idle for longer than an age on every machine; prune backups/ and quarantine/"),
     "install": ("subconscious.commands.install", "add our hooks to Claude Code's settings.json (without the plugin)"),
     "uninstall": ("subconscious.commands.install", "remove our hooks from Claude Code's settings.json"),
     "memory": ("subconscious.commands.memory", "show the agent's memory blocks, and what changed since a time"),

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import copies
-from .clock import ZERO, tick
+from .clock import ZERO, Stamp, tick
 from .files import Problem
 from .ids import check_session_id, is_host_id, is_session_id
 from .merge import merge_session_versions, merge_sessions
@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SESSION_PREFIX, SESSION_SUFFIX = "session-", ".json"
 HOSTS = "hosts"
+FLOOR_FILE = "floor.json"  # hosts/<host>/floor.json: the session floor this host has seen (see state/retention.py)
+FLOOR_FORMAT = 1
 MAX_REDO = 16
 log = logging.getLogger("subconscious")
 
@@ -47,6 +49,12 @@ def _sid_of(name: str) -> str | None:
 def _group(state: SessionState) -> tuple:
     return canonical([state.conversation_id, state.agent_id, state.last_block_values, state.last_seen_message_id,
                       state.extra])
+
+
+def counts(state: SessionState, floor: Stamp, upstream_writable: bool) -> bool:
+    """Does this version count under the session floor? Below it, a version is retired wherever it comes
+    from; upstream's unstamped version in a view is upstream's write and counts (gc retires it by age)."""
+    return state.stamp >= floor or (upstream_writable and state.stamp == ZERO and state.host == LEGACY_HOST)
 
 
 def session_view_version(view: SessionState, hosts: dict[str, SessionState], winner: SessionState | None) -> SessionState:
@@ -79,6 +87,51 @@ class SessionFiles:
 
     def _host_dirs(self) -> list[str]:
         return sorted(n for n in self.fs.listdir(self.home / HOSTS) if is_host_id(n) and not n.endswith(".json"))
+
+    # ------------------------------------------------------------------ the session floor
+
+    def floor_path(self, host: str | None = None) -> Path:
+        return self.home / HOSTS / (host or self.store.host) / FLOOR_FILE
+
+    def _floor_reads(self, listings: dict[str, list[str]]) -> list[tuple[str, Read, Stamp]]:
+        out = []
+        for host, listing in listings.items():
+            if FLOOR_FILE not in listing:
+                continue
+            read = self.store.reader.read(Source(self.floor_path(host), "shard", owner=host))
+            stamp = ZERO
+            for value in read.values:
+                try:
+                    stamp = max(stamp, Stamp.decode(value.get("sessionFloor") if isinstance(value, dict) else None))
+                except ValueError:
+                    self.store.reader.wrong(read, "wrong-type", "not a session floor of ours")
+            out.append((host, read, stamp))
+        return out
+
+    def floor(self, listings: dict[str, list[str]] | None = None) -> Stamp:
+        """The session floor: the largest any host's floor file holds (it only rises; a stale copy of
+        one holds a lower floor, which changes nothing)."""
+        if listings is None:
+            listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
+        return max((stamp for _, _, stamp in self._floor_reads(listings)), default=ZERO)
+
+    def raise_floor(self, floor: Stamp) -> Stamp:
+        """Write this host's floor file: the largest of ``floor`` and every host's (so retiring a host, or
+        losing its file, never lowers it). Returns the floor now in force."""
+        self.store._writable()
+        with self.store.lock():
+            for _ in range(MAX_REDO):
+                listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
+                reads = self._floor_reads(listings)
+                target = max([floor, *(stamp for _, _, stamp in reads)])
+                own = next((r for h, r, _ in reads if h == self.store.host), None)
+                data = dumps_canonical({"format": FLOOR_FORMAT, "host": self.store.host,
+                                        "sessionFloor": target.encode()}, expand=1).encode()
+                path = self.floor_path()
+                self.fs.makedirs(path.parent)
+                if not publish(self.fs, path, data, own.raw if own is not None else None, shared=False).redo:
+                    return target
+            return target
 
     # ------------------------------------------------------------------ listing
 
@@ -116,8 +169,11 @@ class SessionFiles:
         ids = set(self._view_ids(names))
         for listing in listings.values():
             ids |= set(self._view_ids(listing))
+        floor = self.floor(listings)
         for sid in sorted(ids):
-            state, problems, _ = self._read(sid, names, listings)
+            state, problems, reads = self._read(sid, names, listings, floor)
+            if state is None and not problems and reads["retired"]:
+                continue  # every version is below the session floor: retired, only its files are left
             yield sid, state, problems
 
     # ------------------------------------------------------------------ reading
@@ -162,10 +218,26 @@ class SessionFiles:
                 self.store.reader.wrong(read, "invalid-entry", f"not a session state: {exc}")
         return read, parsed
 
-    def _read(self, session_id: str, names: list[str] | None = None, listings: dict | None = None):
+    def _read(self, session_id: str, names: list[str] | None = None, listings: dict | None = None,
+              floor: Stamp | None = None):
+        if listings is None:
+            listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
+        if floor is None:
+            floor = self.floor(listings)
         view_reads, host_reads = self._gather(session_id, names, listings)
         problems: list[Problem] = []
-        reads = {"view": None, "own": None, "folds": [], "displaced": []}
+        reads = {"view": None, "own": None, "folds": [], "displaced": [], "floor": floor, "retired": False}
+        if floor != ZERO:
+            # below the floor a version is retired, wherever it comes from (see state/retention.py)
+            def alive(found):
+                out = []
+                for source, read, parsed in found:
+                    kept = [p for p in parsed if counts(p, floor, source.upstream_writable)]
+                    reads["retired"] |= len(kept) < len(parsed)
+                    out.append((source, read, kept))
+                return out
+
+            view_reads, host_reads = alive(view_reads), alive(host_reads)
         by_host: dict[str, SessionState] = {}
         others: list[SessionState] = []
 
@@ -232,7 +304,8 @@ class SessionFiles:
         proposed = proposed.evolve(session_id=session_id)
         merged = current
         if current is None or not _same_content(current, proposed) or _adopt(current, reads):
-            stamp = self.store._next_stamp(current.stamp if current else ZERO)
+            # past the floor too: a write is activity, never retired by the gc that raised the floor
+            stamp = self.store._next_stamp(max(current.stamp if current else ZERO, reads["floor"]))
             proposed = proposed.evolve(stamp=stamp, host=self.store.host)
             merged = merge_sessions(current, proposed) if current is not None else proposed
             own_raw = reads["own"].raw if reads["own"] is not None else None
@@ -250,6 +323,88 @@ class SessionFiles:
     def _finish(self, reads: dict) -> None:
         self.store._fold(reads["folds"])
         self.store._settle(reads["displaced"])
+
+    def touch(self, session_id: str, floor: Stamp) -> SessionState | None:
+        """Re-stamp a session that is still in use so that it stays above ``floor`` (gc calls this before
+        it raises the floor): its merged state, as it is, becomes this host's version with a new stamp."""
+        self.store._writable()
+        with self.store.lock():
+            for _ in range(MAX_REDO):
+                current, _, reads = self._read(session_id)
+                if current is None or (current.stamp >= floor and current.host != LEGACY_HOST):
+                    return current
+                stamp = self.store._next_stamp(max(current.stamp, floor, reads["floor"]))
+                current = current.evolve(stamp=stamp, host=self.store.host)
+                own_raw = reads["own"].raw if reads["own"] is not None else None
+                self.fs.makedirs(self.own_path(session_id).parent)
+                if publish(self.fs, self.own_path(session_id), _render(current), own_raw, shared=False).redo:
+                    continue
+                view_raw = reads["view"].raw if reads["view"] is not None else None
+                if publish(self.fs, self.view_path(session_id), _render(current), view_raw).redo:
+                    continue
+                self._finish(reads)
+                return current
+            return None
+
+    def remove_retired(self, session_id: str, floor: Stamp, unstamped_before: float | None = None) -> list[Path]:
+        """Remove the files of ``session_id`` that hold only versions below ``floor`` (retired: they count
+        for nothing) — the view, every host's version, their displaced versions and conflict copies; with
+        ``unstamped_before`` (epoch seconds) also upstream's unstamped view written before then. Each file is
+        moved aside first and then checked, so one rewritten meanwhile (a live write) is kept as a displaced
+        version that the next read merges, never lost. Files that do not parse are left (doctor reports them)."""
+        self.store._writable()
+        name = session_file_name(session_id)
+        removed: list[Path] = []
+        with self.store.lock():
+            dirs = [self.home] + [self.home / HOSTS / h for h in self._host_dirs()]
+            for directory in dirs:
+                listing = self.fs.listdir(directory)
+                candidates = [name] if name in listing else []
+                candidates += displaced_names(listing, name)
+                candidates += [c.name for c in copies.find(listing, "root", name)]
+                for entry in candidates:
+                    path = directory / entry
+                    judged = self._retired_file(path, session_id, floor, unstamped_before)
+                    if judged is not None:
+                        if self._move_out(path, judged):
+                            removed.append(path)
+        return removed
+
+    def _retired_file(self, path: Path, session_id: str, floor: Stamp, unstamped_before: float | None
+                      ) -> bytes | None:
+        """The file's bytes if it holds only retired versions, else None."""
+        read = self.store.reader.read(Source(path, "weak-copy"))  # weak: nothing set aside from here
+        if not read.values or read.problems or read.raw is None:
+            return None
+        for value in read.values:
+            try:
+                state = parse_session(value, session_id)
+            except RecordError:
+                return None
+            if state.stamp == ZERO and state.host == LEGACY_HOST:
+                mtime = self.fs.mtime(path)
+                if unstamped_before is None or mtime is None or mtime >= unstamped_before:
+                    return None
+            elif state.stamp >= floor:
+                return None
+        return read.raw
+
+    def _move_out(self, path: Path, judged: bytes) -> bool:
+        """Remove ``path`` if it still holds the bytes judged retired: moved to a temp name first, then
+        compared; a version written in between goes back as a displaced version (a source), never lost."""
+        import secrets
+
+        from .textforms import TEMP_PREFIX
+
+        aside = path.with_name(f"{TEMP_PREFIX}retired-{secrets.token_hex(4)}")
+        if not self.fs.rename(path, aside):
+            return False
+        now = self.fs.read(aside)
+        if now.ok and now.data == judged:
+            self.fs.unlink(aside)
+            return True
+        self.fs.rename(aside, path.with_name(f"{DISPLACED}{path.name}-{secrets.token_hex(4)}"))
+        return False
 
     def fold(self, session_id: str) -> list[Path]:
         """Write the session merged with its copies (rebuilding a missing view) and move the copies to

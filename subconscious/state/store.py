@@ -36,6 +36,7 @@ from .ids import check_session_id, is_host_id, is_session_id
 from .locks import DEFAULT_TIMEOUT
 from .merge import max_stamp, merge_maps, merge_raw
 from .order import same_json
+from .order import wins as order_wins
 from .plan import FLOOR_SETTING, below_floor, plan_conversations, view_versions
 from .publish import DISPLACED, displaced_names, displaced_original, publish, settle_displaced
 from .records import (
@@ -44,6 +45,7 @@ from .records import (
     RecordError,
     Setting,
     Tombstone,
+    later,
     normalize_record,
     parse_record,
     parse_setting,
@@ -569,6 +571,52 @@ class Store:
         json.dumps(value)  # must be JSON
         self._write(lambda stamp: ({}, {key: Setting(value, stamp, self.host)}))
 
+    def retire_conversations(self, session_ids: list[str], floor: Stamp) -> list[str]:
+        """Tombstone the live entries of ``session_ids`` still stamped below ``floor`` (gc: one write for all
+        of them; an entry written again since the plan was made is activity and stays). Returns the keys."""
+        self._writable()
+        done: list[str] = []
+        with self.lock():
+            snap = self.read()
+
+            def change(stamp: Stamp):
+                done[:] = [k for k in session_ids if (r := snap.get(k)) is not None and r.stamp < floor]
+                return {k: Tombstone(stamp, self.host) for k in done}, {}
+
+            if any((r := snap.get(k)) is not None and r.stamp < floor for k in session_ids):
+                self._write(change)
+        return done
+
+    def merge_in(self, conversations: dict[str, dict], settings: dict[str, Setting]) -> dict[str, int]:
+        """Merge versions from elsewhere (an archive) with their own stamps: each wins only where it is
+        newer than what the home holds, by the one order, so merging the same versions twice is merging
+        them once. Versions below the home's prune floor are dropped (a delete stays a delete), and so is
+        the floor setting itself (it belongs to this home's pruning). Returns counts."""
+        self._writable()
+        counts = {"conversations": 0, "settings": 0, "older": 0}
+        with self.lock():
+            snap = self.read()
+            floor = floor_of(snap.settings)
+            records = {}
+            for key, value in conversations.items():
+                check_session_id(key)
+                have = snap.raw.get(key)
+                record = parse_record(value)
+                if record.stamp < floor or (have is not None and order_wins(have, record.to_json())):
+                    counts["older"] += 1
+                    continue
+                records[key] = record
+            sets = {}
+            for key, setting in settings.items():
+                have = snap.settings.get(key)
+                if key == FLOOR_SETTING or (have is not None and (have == setting or later(have, setting))):
+                    continue
+                sets[key] = setting
+            counts["conversations"], counts["settings"] = len(records), len(sets)
+            if records or sets:
+                self._write(lambda stamp: (records, sets))
+        return counts
+
     def refresh(self) -> Snapshot:
         """Rewrite this host's shard and the view from everything readable (upgrades legacy entries),
         and remove temp files that killed writers left behind."""
@@ -634,6 +682,8 @@ class Store:
         with self.lock():
             self.retiring = frozenset({host})
             try:
+                if (session_floor := self.session_files.floor()) != ZERO:
+                    self.session_files.raise_floor(session_floor)  # its floor file goes to backups/ with it
                 moved = list(self.refresh().folded)
                 for sid in self.session_files.ids_of_host(host):
                     moved += self.session_files.fold(sid)
@@ -650,6 +700,9 @@ class Store:
 
     def session_path(self, session_id: str) -> Path:
         return self.home / session_file_name(session_id)
+
+    def session_floor(self) -> Stamp:
+        return self.session_files.floor()
 
     def session_ids(self, names: list[str] | None = None) -> list[str]:
         return self.session_files.ids(names)

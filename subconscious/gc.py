@@ -1,0 +1,243 @@
+"""``subconscious gc``'s imperative shell: read what the home and this machine say, let the pure plan
+(:mod:`subconscious.state.retention`) decide, and apply it through the Store API.
+
+Order of the steps, and why:
+
+1. sessions still in use here (and those whose entry is newer than the floor) are re-stamped, so that
+   they sit above the new floor before it exists;
+2. the session floor rises (this host's ``hosts/<host>/floor.json``): from now on every version below it,
+   wherever it comes from, counts for nothing — the retirement is done, on every machine, as soon as
+   the file has synced;
+3. the retired sessions' conversation entries are tombstoned (one write);
+4. their files are removed (moved aside, checked, then removed: a file written meanwhile is kept), and
+   this machine's local files of them;
+5. ``backups/<date>/`` and ``quarantine/`` files older than the age go.
+
+A crash between any two steps leaves a home that reads correctly; the next gc finishes the work.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .state.clock import ZERO, Stamp
+from .state.records import LEGACY_HOST
+from .state.retention import GcPlan, LocalFacts, SessionFacts, plan_gc
+from .state.sessions import session_file_name
+from .state.store import BACKUPS, Store
+from .state.sources import QUARANTINE
+
+log = logging.getLogger("subconscious")
+_DATE_DIR = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+
+
+@dataclass
+class GcResult:
+    plan: GcPlan
+    dry_run: bool
+    removed_files: int = 0
+    tombstoned: list[str] = field(default_factory=list)
+    touched: list[str] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)
+    local_removed: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        p = self.plan
+        return {
+            "dry_run": self.dry_run,
+            "floor": p.floor.encode(),
+            "retire": [{"session": sid, "why": why} for sid, why in sorted(p.retire.items())],
+            "keep": [{"session": sid, "why": why} for sid, why in sorted(p.keep.items())],
+            "entries_tombstoned": self.tombstoned if not self.dry_run else sorted(p.entries),
+            "touched": self.touched if not self.dry_run else list(p.touch),
+            "session_files_removed": self.removed_files,
+            "local_sessions_removed": self.local_removed if not self.dry_run else list(p.local),
+            "pruned": [{"path": path, "why": why} for path, why in sorted(p.prune.items())],
+        }
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def session_facts(store: Store) -> tuple[Stamp, dict[str, SessionFacts]]:
+    """Every session with files in the home, read under the current floor."""
+    files = store.session_files
+    names = store.fs.listdir(store.home)
+    listings = {h: store.fs.listdir(store.home / "hosts" / h) for h in files._host_dirs()}
+    floor = files.floor(listings)
+    out: dict[str, SessionFacts] = {}
+    for sid in files.ids(names):
+        state, problems, reads = files._read(sid, names, listings, floor)
+        if state is None:
+            if reads["retired"]:
+                out[sid] = SessionFacts(None)  # below the floor already: only its files are left
+            continue  # nothing readable (unparseable files are doctor's to report, never ours to drop)
+        if state.stamp == ZERO and state.host == LEGACY_HOST:  # upstream's, never stamped: its file's age
+            mtime = store.fs.mtime(store.home / session_file_name(sid))
+            out[sid] = SessionFacts(None, unstamped_mtime_ms=int((mtime or time.time()) * 1000))
+            continue
+        out[sid] = SessionFacts(state.stamp)
+    return floor, out
+
+
+def _live_claims(path: Path, now_ms: int) -> bool:
+    from .claims import CLAIM_TIMEOUT_MS, _pid_alive
+
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    claims = data.get("claims") if isinstance(data, dict) else None
+    if not isinstance(claims, dict):
+        return False
+    for value in claims.values():
+        if (isinstance(value, list) and len(value) == 2 and all(isinstance(x, int) for x in value)
+                and now_ms - value[1] < CLAIM_TIMEOUT_MS and _pid_alive(value[0])):
+            return True
+    return False
+
+
+def local_facts(local_root: Path, host: str, now_ms: int) -> dict[str, LocalFacts]:
+    """What this machine's own files say of each session it knows."""
+    from . import localsession
+    from .state.ids import is_session_id
+    from .state.locks import probe
+
+    sessions_dir = local_root / "sessions"
+    pending = {sid for sid, _ in localsession.pending_marks(sessions_dir)}
+    sids = set(pending)
+    try:
+        sids |= {n[:-5] for n in os.listdir(sessions_dir) if n.endswith(".json")}
+    except OSError:
+        pass
+    out = {}
+    for sid in sorted(s for s in sids if is_session_id(s)):
+        local = localsession.load(sessions_dir, sid)
+        try:
+            written = int(os.stat(localsession.path_for(sessions_dir, sid)).st_mtime * 1000)
+        except OSError:
+            written = 0
+        try:
+            delivering = probe(local_root / "locks" / f"{host}.deliver.{sid}.lock") is not None
+        except OSError:
+            delivering = False
+        out[sid] = LocalFacts(
+            pending=sid in pending, delivering=delivering, queued=bool(local.pending_start or local.attempt),
+            hook_claims=_live_claims(local_root / "shown" / f"{sid}.json", now_ms), written_ms=written)
+    return out
+
+
+def set_aside(home: Path, now_ms: int) -> dict[str, int]:
+    """backups/<date>/ (dated by its name: the end of that day, UTC) and each file of quarantine/ (its mtime)."""
+    out: dict[str, int] = {}
+    backups = home / BACKUPS
+    if not os.path.islink(backups):
+        for name in _listdir(backups):
+            m = _DATE_DIR.fullmatch(name)
+            if m is None:
+                continue
+            try:
+                day = calendar.timegm(time.strptime(name, "%Y-%m-%d"))  # midnight UTC
+            except (ValueError, OverflowError):
+                continue
+            out[f"{BACKUPS}/{name}"] = int((day + 86_400) * 1000)
+    quarantine = home / QUARANTINE
+    if not os.path.islink(quarantine):
+        for name in _listdir(quarantine):
+            try:
+                st = os.lstat(quarantine / name)
+            except OSError:
+                continue
+            out[f"{QUARANTINE}/{name}"] = int(st.st_mtime * 1000)
+    return out
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def make_plan(store: Store, local_root: Path, *, age_ms: int, now_ms: int | None = None) -> GcPlan:
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    floor, sessions = session_facts(store)
+    snap = store.read()
+    # an entry nobody stamped yet (upstream's legacy entry) has no known age: the next write stamps it
+    entries = {k: r.stamp for k, r in snap.live.items() if not r.legacy}
+    return plan_gc(now_ms=now_ms, age_ms=age_ms, old_floor=floor, sessions=sessions, entries=entries,
+                   local=local_facts(local_root, store.host, now_ms), set_aside=set_aside(store.home, now_ms))
+
+
+# ---------------------------------------------------------------------------- applying
+
+
+def _remove_tree(path: Path) -> bool:
+    """Remove a set-aside file or directory without following any symbolic link (a link is removed as a
+    link)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        return True
+    for name in os.listdir(path):
+        _remove_tree(path / name)
+    os.rmdir(path)
+    return True
+
+
+def _remove_local(local_root: Path, sid: str) -> bool:
+    gone = False
+    for path in (local_root / "sessions" / f"{sid}.json", local_root / "sessions" / f"{sid}.uuids",
+                 local_root / "shown" / f"{sid}.json", local_root / "shown" / f"{sid}.lock"):
+        try:
+            path.unlink()
+            gone = True
+        except FileNotFoundError:
+            pass
+    return gone
+
+
+def run_gc(store: Store, local_root: Path, *, age_ms: int, dry_run: bool = False,
+           now_ms: int | None = None) -> GcResult:
+    if not dry_run:
+        store.refresh()  # upstream's legacy entries get their first stamp (their age starts now)
+    plan = make_plan(store, local_root, age_ms=age_ms, now_ms=now_ms)
+    result = GcResult(plan, dry_run)
+    if dry_run:
+        return result
+    files = store.session_files
+    for sid in plan.touch:
+        if files.touch(sid, plan.floor) is not None:
+            result.touched.append(sid)
+    if plan.floor > files.floor():
+        files.raise_floor(plan.floor)
+    result.tombstoned = store.retire_conversations(sorted(plan.entries), plan.floor)
+    unstamped_before = plan.floor.wall / 1000
+    for sid in sorted(plan.retire):
+        result.removed_files += len(files.remove_retired(sid, plan.floor, unstamped_before))
+    for sid in plan.local:
+        if _remove_local(local_root, sid):
+            result.local_removed.append(sid)
+    for rel in sorted(plan.prune):
+        path = store.home / rel
+        try:
+            if not os.path.islink(path.parent) and _remove_tree(path):
+                result.pruned.append(rel)
+        except OSError as exc:
+            log.warning("gc: could not remove %s: %s", path, exc)
+    log.info("gc: floor %s; retired %d sessions (%d files), tombstoned %d entries, kept %d in use, pruned %d "
+             "set-aside paths", plan.floor, len(plan.retire), result.removed_files, len(result.tombstoned),
+             len(plan.keep), len(result.pruned))
+    return result
