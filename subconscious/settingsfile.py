@@ -97,7 +97,8 @@ def plugin_hooks(hooks_json_text: str, plugin_root: str | None = None) -> dict[s
     out = copy.deepcopy(hooks)
     for event, groups in out.items():
         for group in groups:
-            for handler in group.get("hooks", []):
+            group["hooks"] = [settings_handler(h) for h in group.get("hooks", [])]
+            for handler in group["hooks"]:
                 command = handler.get("command", "")
                 if any(v in command for v in PLUGIN_ROOT_VARS):
                     if plugin_root is None:
@@ -107,6 +108,28 @@ def plugin_hooks(hooks_json_text: str, plugin_root: str | None = None) -> dict[s
                     handler["command"] = command
                 if not is_ours(handler):
                     raise SettingsError(f"hooks.json: the {event} hook does not run `subconscious hook …`")
+    return out
+
+
+# A settings file has no plugin dir and no plugin data dir: there our hooks are this shell form, which finds
+# the command a user installed (PATH, else pipx's ~/.local/bin) and keeps a failure from blocking (exit 2 -> 1).
+SETTINGS_COMMAND = (
+    "if command -v subconscious >/dev/null 2>&1; then subconscious hook {event} || exit 1; "
+    "elif [ -x \"$HOME/.local/bin/subconscious\" ]; then \"$HOME/.local/bin/subconscious\" hook {event} || exit 1; "
+    "else echo 'subconscious: command not found on PATH or in ~/.local/bin, so this hook did nothing. "
+    "Install it with: pip install subconscious (or: pipx install subconscious)' >&2; fi; exit 0")
+_LAUNCHER_EVENT = re.compile(r"[a-z][a-z-]*")
+
+
+def settings_handler(handler: Any) -> Any:
+    """A plugin handler in the launcher's exec form (``/bin/sh ${CLAUDE_PLUGIN_ROOT}/hooks/run <event>``) as
+    a settings-file handler (:data:`SETTINGS_COMMAND`, same timeout and other keys); others as they are."""
+    args = handler.get("args") if isinstance(handler, dict) else None
+    if not (isinstance(args, list) and len(args) == 2 and all(isinstance(a, str) for a in args)
+            and args[0].endswith("/hooks/run") and _LAUNCHER_EVENT.fullmatch(args[1])):
+        return handler
+    out = {k: v for k, v in handler.items() if k != "args"}
+    out["command"] = SETTINGS_COMMAND.format(event=args[1])
     return out
 
 

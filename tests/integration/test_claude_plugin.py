@@ -33,7 +33,9 @@ def test_hooks_config_shape():
     for event, arg in EVENTS.items():
         (group,) = hooks[event]
         (hook,) = group["hooks"]
-        assert "then subconscious hook %s || exit 1;" % arg in hook["command"]
+        # exec form (no shell string): the launcher, which finds the command and maps exit 2 to 1
+        assert (hook["type"], hook["command"], hook["args"]) == ("command", "/bin/sh",
+                                                                 ["${CLAUDE_PLUGIN_ROOT}/hooks/run", arg])
         assert "async" not in hook  # an async Stop is cancelled when `claude -p` exits (2.1.332)
     assert hooks["PreToolUse"][0]["matcher"] == "*"
     assert {e: hooks[e][0]["hooks"][0]["timeout"] for e in EVENTS} == {
@@ -44,26 +46,37 @@ def _hook_responses(run):
     return [e for e in run.output if isinstance(e, dict) and e.get("subtype") == "hook_response"]
 
 
-def test_missing_command_is_reported_plainly_and_never_blocks(claude_sandbox):
-    assert shutil.which("subconscious", path=NO_SUBCONSCIOUS_PATH) is None, "precondition: not on this PATH"
+def _path_without_python(sandbox) -> str:
+    """A PATH with the tools the launcher uses but no `subconscious`, python3 or uv."""
+    tools = sandbox.root / "tools"
+    tools.mkdir(exist_ok=True)
+    for name in ("date", "mkdir", "setsid", "nohup", "sed", "head", "tr", "cut", "cp", "find", "rm", "mv", "tail"):
+        (tools / name).symlink_to(shutil.which(name))
+    return str(tools)
+
+
+def test_without_a_usable_python_one_line_at_session_start_and_nothing_blocks(claude_sandbox):
+    path = _path_without_python(claude_sandbox)
+    assert not any(shutil.which(c, path=path) for c in ("subconscious", "python3", "uv")), "precondition"
     target = claude_sandbox.project_dir / "hello.txt"
     target.write_text("The secret word is PAPAYA.\n")
     run = claude_sandbox.run("[[tool:Read %s]] [[text:It says PAPAYA.]] What does hello.txt say?" % target,
-                             path=NO_SUBCONSCIOUS_PATH, output_format="stream-json")
+                             path=path, output_format="stream-json")
     assert run.returncode == 0, run.describe()
     assert run.result == "It says PAPAYA."
     assert run.seen_by_model("The secret word is PAPAYA.")  # the tool ran, the turn went on
     responses = _hook_responses(run)
     assert sorted({r["hook_event"] for r in responses}) == sorted(EVENTS)
     for r in responses:
-        assert r["exit_code"] == 0 and r["outcome"] == "success", r
-        assert r["stdout"] == ""
-        lines = r["stderr"].splitlines()
-        assert len(lines) == 1, r["stderr"]
-        assert "subconscious" in lines[0] and "not found on PATH" in lines[0]
-        assert "pip install subconscious" in lines[0] and "pipx install subconscious" in lines[0]
-    # the message never reaches the model as context
-    assert not run.seen_by_model("pip install subconscious")
+        assert r["exit_code"] == 0 and r["outcome"] == "success" and r["stderr"] == "", r
+        if r["hook_event"] == "SessionStart":
+            (line,) = r["stdout"].splitlines()
+            message = json.loads(line)["systemMessage"]
+            assert "needs Python 3.11 or newer, or uv" in message and "pipx install subconscious" in message
+        else:
+            assert r["stdout"] == "", r  # silence on every other hook
+    # the message is for the user, never context for the model
+    assert not run.seen_by_model("Python 3.11")
 
 
 def test_each_event_reaches_subconscious_with_real_stdin(claude_sandbox, recording_subconscious):

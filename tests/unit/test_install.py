@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from subconscious import cli
-from subconscious.settingsfile import is_ours
+from subconscious.settingsfile import is_ours, plugin_hooks
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN_HOOKS = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
+RAW_PLUGIN_HOOKS = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
+# what a settings file gets: the plugin's matchers and timeouts, the launcher's exec form as a shell command
+PLUGIN_HOOKS = plugin_hooks((REPO / "hooks" / "hooks.json").read_text())
 EVENTS = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit",
           "PreToolUse": "pre-tool-use", "Stop": "stop"}
 
@@ -67,7 +69,12 @@ def test_install_adds_the_plugin_hooks_and_keeps_everything_else(tmp_path, capsy
     mine = {event: groups[-1] for event, groups in after["hooks"].items() if event in EVENTS}
     assert mine == {event: PLUGIN_HOOKS[event][0] for event in EVENTS}
     for event, arg in EVENTS.items():
-        assert "subconscious hook %s" % arg in mine[event]["hooks"][0]["command"]
+        (handler,) = mine[event]["hooks"]
+        (plugin_handler,) = RAW_PLUGIN_HOOKS[event][0]["hooks"]
+        assert mine[event].get("matcher") == RAW_PLUGIN_HOOKS[event][0].get("matcher")
+        assert handler["timeout"] == plugin_handler["timeout"] and "args" not in handler
+        assert "then subconscious hook %s || exit 1;" % arg in handler["command"]  # never blocks: exit 2 -> 1
+        assert "${CLAUDE_PLUGIN_ROOT}" not in handler["command"]
     # other tools' hooks (same order, same events) and other settings are untouched
     assert handlers(after, ours=False) == handlers(OTHER_TOOLS, ours=False)
     assert {k: v for k, v in after.items() if k != "hooks"} == {k: v for k, v in OTHER_TOOLS.items() if k != "hooks"}

@@ -1,0 +1,249 @@
+"""The plugin's launcher (hooks/run) and its own set-up (hooks/setup), run by /bin/sh with fake PATHs.
+
+Only the interpreters are fakes (a ``python3`` that reports a version and "installs" a stub command,
+a ``subconscious`` that records its call): the shell, the core utilities and the scripts are the real
+ones Claude Code runs. The real set-up (python3 -m venv + pip, the real CLI) is in
+tests/integration/test_plugin_setup.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# what hooks/run and hooks/setup call besides shell builtins
+UTILS = ("date", "mkdir", "setsid", "nohup", "sed", "head", "tr", "cut", "cp", "find", "rm", "mv", "tail", "sleep", "chmod")  # chmod: the fake pip
+
+FAKE_PYTHON = r"""#!/bin/sh
+# a fake Python {version}: answers hooks/setup's version probes, "creates" a venv, "pip installs" a stub
+case "$1" in
+  -c) case "$2" in *print*) echo {version} ;; *sys.exit*) [ {ok} = 1 ] ;; esac; exit $? ;;
+esac
+if [ "$1 $2" = "-m venv" ]; then
+  mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0
+fi
+if [ "$1 $2 $3" = "-m pip install" ]; then
+  echo "$$" >>"{calls}"
+  sleep {pip_seconds}
+  [ {pip_ok} = 1 ] || {{ echo "ERROR: No matching distribution found for httpx>=0.27" >&2; exit 1; }}
+  bin=${{0%/python}}
+  printf '#!/bin/sh\nif [ "$1" = --version ]; then echo "subconscious 0.1.0"; exit 0; fi\necho "PLUGIN-INSTALL $*"; exit {exit_code}\n' >"$bin/subconscious"
+  chmod +x "$bin/subconscious"
+  exit 0
+fi
+exit 3
+"""
+
+
+class Sandbox:
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.home = tmp / "home"
+        self.config = tmp / "config"
+        # laid out as Claude Code installs a marketplace plugin
+        self.plugin = self.config / "plugins" / "cache" / "market" / "subconscious" / "0.1.0"
+        self.data = self.config / "plugins" / "data" / "subconscious-market"
+        self.bin = tmp / "bin"
+        for d in (self.home, self.plugin / "hooks", self.plugin / ".claude-plugin", self.plugin / "subconscious",
+                  self.bin):
+            d.mkdir(parents=True, exist_ok=True)
+        for name in ("run", "setup"):
+            shutil.copy(REPO / "hooks" / name, self.plugin / "hooks" / name)
+        shutil.copy(REPO / ".claude-plugin" / "plugin.json", self.plugin / ".claude-plugin" / "plugin.json")
+        (self.plugin / "pyproject.toml").write_text("[project]\nname = 'subconscious'\n")
+        (self.plugin / "subconscious" / "__init__.py").write_text("")
+        for u in UTILS:
+            (self.bin / u).symlink_to(shutil.which(u))
+        self.pip_calls = tmp / "pip-calls"
+
+    def python(self, version="3.12", ok=True, pip_ok=True, pip_seconds=0, exit_code=0, name="python3"):
+        p = self.bin / name
+        p.write_text(FAKE_PYTHON.format(version=version, ok=int(ok), pip_ok=int(pip_ok), pip_seconds=pip_seconds,
+                                        calls=self.pip_calls, exit_code=exit_code))
+        p.chmod(0o755)
+
+    def command_on(self, directory: Path, exit_code=0):
+        directory.mkdir(parents=True, exist_ok=True)
+        p = directory / "subconscious"
+        p.write_text('#!/bin/sh\necho "FOUND %s $*"\nexit %d\n' % (directory, exit_code))
+        p.chmod(0o755)
+
+    def env(self, plugin_env=True):
+        env = {"PATH": str(self.bin), "HOME": str(self.home), "CLAUDE_CONFIG_DIR": str(self.config)}
+        if plugin_env:
+            env.update(CLAUDE_PLUGIN_ROOT=str(self.plugin), CLAUDE_PLUGIN_DATA=str(self.data))
+        return env
+
+    def hook(self, event, plugin_env=True, script=None) -> subprocess.CompletedProcess:
+        # exactly what hooks.json says: /bin/sh <plugin>/hooks/run <event>
+        return subprocess.run(["/bin/sh", str(script or self.plugin / "hooks" / "run"), event], input="{}",
+                              env=self.env(plugin_env), capture_output=True, text=True, timeout=30)
+
+    def wait_setup(self, timeout=20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not (self.data / "setup.lock").exists() and (
+                    (self.data / "install.stamp").exists() or (self.data / "setup.failed").exists()):
+                return
+            time.sleep(0.05)
+        raise AssertionError("set-up did not finish:\n" + self.log())
+
+    def log(self) -> str:
+        f = self.data / "setup.log"
+        return f.read_text() if f.exists() else ""
+
+    def setups_run(self) -> int:
+        return self.log().count("installing subconscious")
+
+
+@pytest.fixture
+def sb(tmp_path):
+    return Sandbox(tmp_path)
+
+
+def test_command_on_path_runs_and_a_blocking_exit_becomes_non_blocking(sb):
+    sb.command_on(sb.bin)
+    r = sb.hook("pre-tool-use")
+    assert (r.returncode, r.stdout) == (0, "FOUND %s hook pre-tool-use\n" % sb.bin)
+    for code, expected in ((2, 1), (1, 1), (7, 1)):
+        sb.command_on(sb.bin, exit_code=code)
+        assert sb.hook("user-prompt-submit").returncode == expected
+    assert not sb.data.exists()  # a found command never starts a set-up
+
+
+def test_pipx_location_then_the_plugins_own_install(sb):
+    sb.command_on(sb.home / ".local" / "bin")
+    assert sb.hook("stop").stdout == "FOUND %s hook stop\n" % (sb.home / ".local" / "bin")
+    (sb.home / ".local" / "bin" / "subconscious").unlink()
+    sb.python()
+    first = sb.hook("session-start")
+    assert first.returncode == 0
+    assert "installing itself in the background" in json.loads(first.stdout)["systemMessage"]
+    sb.wait_setup()
+    r = sb.hook("pre-tool-use")
+    assert (r.returncode, r.stdout) == (0, "PLUGIN-INSTALL hook pre-tool-use\n"), sb.log()
+    stamp = (sb.data / "install.stamp").read_text().splitlines()
+    assert stamp[0] == str(sb.plugin) and stamp[2] == "0.1.0"
+    assert oct((sb.data / "setup.log").stat().st_mode & 0o777) == "0o600"
+
+
+def test_empty_plugin_root_is_found_from_the_scripts_own_path(sb):
+    # Claude Code sometimes runs plugin hooks with CLAUDE_PLUGIN_ROOT (and DATA) empty
+    sb.python()
+    assert sb.hook("session-start", plugin_env=False).returncode == 0
+    sb.wait_setup()
+    assert (sb.data / "install.stamp").exists(), "the data dir derived from the plugin cache layout: " + sb.log()
+    r = sb.hook("pre-tool-use", plugin_env=False)
+    assert r.stdout == "PLUGIN-INSTALL hook pre-tool-use\n", r.stderr
+
+
+def test_concurrent_first_hooks_set_up_once(sb):
+    sb.python(pip_seconds=1.5)
+    procs = [subprocess.Popen(["/bin/sh", str(sb.plugin / "hooks" / "run"), ev], env=sb.env(),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for ev in ("session-start", "session-start", "user-prompt-submit", "pre-tool-use", "stop") * 2]
+    # and set-ups started at the same instant (two launchers that both saw no set-up running)
+    setups = [subprocess.Popen(["/bin/sh", str(sb.plugin / "hooks" / "setup"), str(sb.plugin), str(sb.data)],
+                               env=sb.env()) for _ in range(4)]
+    assert [p.wait(timeout=30) for p in setups] == [0] * 4
+    outs = [p.communicate(timeout=30) for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(procs)
+    assert [o for o, _ in outs[2:5]] == ["", "", ""]  # only SessionStart speaks
+    time.sleep(0.3)
+    sb.wait_setup()
+    assert sb.pip_calls.read_text().count("\n") == 1, sb.log()
+    # hooks started while it runs do not start another one either
+    assert sb.setups_run() == 1
+
+
+def test_unsuitable_python_one_line_at_session_start_silence_elsewhere_and_backoff(sb):
+    sb.python(version="3.9", ok=False)
+    assert sb.hook("pre-tool-use").stdout == ""
+    sb.wait_setup()
+    failed = (sb.data / "setup.failed").read_text().splitlines()
+    assert failed[1] == "unsuitable" and "Python 3.9 at %s" % (sb.bin / "python3") in failed[2]
+    start = sb.hook("session-start")
+    assert start.returncode == 0 and start.stderr == ""
+    (line,) = start.stdout.splitlines()
+    message = json.loads(line)["systemMessage"]
+    assert "needs Python 3.11 or newer" in message and "Python 3.9" in message
+    for ev in ("user-prompt-submit", "pre-tool-use", "stop"):
+        r = sb.hook(ev)
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    time.sleep(0.3)
+    assert sb.log().count("FAILED") == 1  # backed off: not tried again on every hook
+    retry_after = int(failed[0].split()[0])
+    assert 50 <= retry_after - time.time() <= 61
+
+
+def test_no_python_at_all(sb):
+    assert shutil.which("python3", path=str(sb.bin)) is None and shutil.which("uv", path=str(sb.bin)) is None
+    # the very first SessionStart already says it, before the set-up has given its verdict
+    (line,) = sb.hook("session-start").stdout.splitlines()
+    message = json.loads(line)["systemMessage"]
+    assert "needs Python 3.11 or newer, or uv" in message and "pipx install subconscious" in message
+    sb.wait_setup()
+    message = json.loads(sb.hook("session-start").stdout)["systemMessage"]
+    assert "no python3 on PATH" in message and "pipx install subconscious" in message
+
+
+def test_failed_setup_is_logged_with_its_reason_and_retried_after_the_backoff(sb):
+    sb.python(pip_ok=False)
+    sb.hook("session-start")
+    sb.wait_setup()
+    assert "No matching distribution found for httpx" in sb.log()
+    assert "could not install itself" in json.loads(sb.hook("session-start").stdout)["systemMessage"]
+    assert not list(sb.data.glob("venv-*")), "a failed set-up leaves no half-made environment"
+    # the backoff passes (rewind its clock): the next hook tries again, and this time it works
+    failed = sb.data / "setup.failed"
+    lines = failed.read_text().splitlines()
+    failed.write_text("%d %s\n%s\n" % (time.time() - 1, lines[0].split()[1], "\n".join(lines[1:])))
+    sb.python(pip_ok=True)
+    assert sb.hook("pre-tool-use").stdout == ""
+    deadline = time.monotonic() + 20
+    while not (sb.data / "install.stamp").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sb.wait_setup()
+    assert sb.hook("pre-tool-use").stdout == "PLUGIN-INSTALL hook pre-tool-use\n", sb.log()
+    assert not failed.exists()
+
+
+def test_a_plugin_update_reinstalls_once_and_the_old_install_serves_meanwhile(sb):
+    sb.python()
+    sb.hook("session-start")
+    sb.wait_setup()
+    first_bin = (sb.data / "install.stamp").read_text().splitlines()[1]
+    time.sleep(1.1)  # mtimes: the update is newer than the install
+    (sb.plugin / ".claude-plugin" / "plugin.json").write_text(
+        (sb.plugin / ".claude-plugin" / "plugin.json").read_text().replace('"0.1.0"', '"0.2.0"'))
+    sb.python(pip_seconds=1)
+    r = sb.hook("pre-tool-use")  # starts the reinstall, answered by the old install
+    assert r.stdout == "PLUGIN-INSTALL hook pre-tool-use\n"
+    time.sleep(0.2)
+    sb.wait_setup()
+    stamp = (sb.data / "install.stamp").read_text().splitlines()
+    assert stamp[2] == "0.2.0" and stamp[1] != first_bin
+    for _ in range(3):
+        assert sb.hook("pre-tool-use").stdout == "PLUGIN-INSTALL hook pre-tool-use\n"
+    time.sleep(0.3)
+    assert sb.setups_run() == 2  # the first install and one reinstall, not one per hook
+
+
+def test_a_dead_setups_lock_does_not_stop_the_next_one(sb):
+    sb.python()
+    (sb.data / "setup.lock").mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (sb.data / "setup.lock" / "pid").write_text("%d\n" % dead.pid)
+    sb.hook("session-start")
+    time.sleep(0.2)
+    sb.wait_setup()
+    assert sb.hook("stop").stdout == "PLUGIN-INSTALL hook stop\n", sb.log()
+    assert "took over the lock" in sb.log()
