@@ -8,6 +8,7 @@ import sys
 # verb → (module, help). The module has ``add_arguments(parser)`` and ``run(args) -> int``.
 VERBS: dict[str, tuple[str, str]] = {
     "status": ("subconscious.commands.status", "show where state lives and what was found there"),
+    "preview": ("subconscious.commands.preview", "show exactly what the next delivery to Letta would send (sends nothing)"),
     "hook": ("subconscious.commands.hook", "run a Claude Code hook (JSON on stdin); always exits 0"),
     "worker": ("subconscious.commands.worker", "deliver pending transcripts to Letta (started by the Stop hook)"),
     "key": ("subconscious.commands.key", "encrypt the cached memory blocks in the shared home: init, export, import, rotate"),

@@ -113,6 +113,7 @@ def _read_lines(path: Any) -> list[str] | None:
 def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_chars: int,
             private_paths: Sequence[str] = ()):
     """(transcript inserts, keys of notices that are moot, answers to leave out {digest: line index})."""
+    from .private import hide_private  # <private> text in an answer or a summary never leaves (private.py)
     from .transcript import Insert, Message, cut, redact, subagent_messages
 
     out, moot, skip = [], [], {}
@@ -124,12 +125,12 @@ def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_char
             if n["digest"] in _assistant_digests(lines, at):
                 moot.append(n["key"])  # the file caught up: its line delivers the answer
             else:
-                out.append(Insert(at, n["key"], (Message("claude_code", redact(cut(n["text"], ANSWER_CUT))),)))
+                out.append(Insert(at, n["key"], (Message("claude_code", redact(cut(hide_private(n["text"]), ANSWER_CUT))),)))
         elif kind == "compacted":
             summary = n.get("summary") if isinstance(n.get("summary"), str) else ""
             text = ("[Claude Code compacted this session (%s): its context was replaced by the summary below; "
                     "the transcript goes on after it]\n%s" % (n.get("trigger") or "compaction",
-                                                             redact(cut(summary, max_chars // 2))))
+                                                             redact(cut(hide_private(summary), max_chars // 2))))
             out.append(Insert(at, n["key"], (Message("system", text.rstrip()),)))
         elif kind == "subagent":
             sub = _read_lines(n.get("path"))

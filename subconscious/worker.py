@@ -30,16 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import localsession
+from .delivery_plan import DEFAULT_CONTEXT_WINDOW, update_limit
 from .runtime import Runtime
 from .state.locks import LockTimeout, host_lock
 
 log = logging.getLogger("subconscious")
 MAX_ROUNDS = 50
 CONFLICT_RETRIES = 3
-DEFAULT_CONTEXT_WINDOW = 32_000  # tokens, when the agent's cannot be read
-CHARS_PER_TOKEN = 4
-UPDATE_SHARE = 4  # an update takes at most 1/UPDATE_SHARE of the agent's context window
-MIN_UPDATE_CHARS, MAX_UPDATE_CHARS = 4_000, 400_000
 BACKOFF_FIRST, BACKOFF_MAX = 15.0, 1800.0  # seconds before the retry of a failed delivery (doubling)
 _MARK = re.compile(r'<session_id>(?P<sid>[^<]*)</session_id>\n<(?:lines|retry(?: delivery="(?P<rkey>\w+)")?) '
                    r'first="(?P<first>\d+)" last="(?P<last>\d+)"(?: delivery="(?P<key>\w+)")?/>')
@@ -115,8 +112,10 @@ def _newest_mark(client, conv: str, session_id: str):
 # --------------------------------------------------------------------------- sending
 
 
-def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None):
-    """Send one message and consume the agent's whole turn; raises unless the turn completed OK."""
+def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None, summarised: bool = False):
+    """Send one message and consume the agent's whole turn; raises unless the turn completed OK. A completed
+    turn counts against today's budget (budget.py)."""
+    from .budget import record
     from .letta.errors import LettaConflictError, LettaError
 
     for attempt in range(CONFLICT_RETRIES + 1):
@@ -124,6 +123,7 @@ def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None)
             turn = _turn(client, conversation_id, text, rt, cwd)
             if not turn.ok:
                 raise LettaError(f"the agent's turn ended with {turn.stop_reason!r}", "see the server's log")
+            record(rt, rt.store(), len(text), summarised)
             return turn
         except LettaConflictError:  # another run on this conversation is still going: wait and retry
             if attempt == CONFLICT_RETRIES:
@@ -205,33 +205,18 @@ def _delivered_uuids(sessions_dir: Path, session_id: str) -> set[str]:
 
 
 def _position(lines: list[str], cursor: int, local: localsession.LocalSession, sessions_dir: Path) -> int:
-    """The index in ``lines`` of the line at the cursor. The cursor counts lines ever delivered; the file
-    may have been rewritten since (shorter, or other lines at the cursor): then delivery goes on after the
-    last line of the file whose uuid was delivered (all of it when none was)."""
-    from .transcript import line_uuid
+    """The index in ``lines`` of the line at the cursor (delivery_plan.locate); a transcript rewritten under
+    the cursor is logged and its new offset saved."""
+    from .delivery_plan import locate
 
-    p = cursor - local.offset
-    anchor = local.anchor
-    if anchor and anchor[0] == cursor:
-        if 0 <= p < len(lines) and line_uuid(lines[p]) == anchor[1]:
-            return p
-    elif p < len(lines):
-        return p  # no identity recorded for this cursor (older state, or lines without uuids): trust the index
-    if p < 0:
-        return p
-    delivered = _delivered_uuids(sessions_dir, local.session_id)
-    if anchor:
-        delivered.add(str(anchor[1]))
-    j = -1
-    for i in range(len(lines) - 1, -1, -1):
-        if line_uuid(lines[i]) in delivered:
-            j = i
-            break
-    log.warning("worker %s: the transcript changed under the cursor (line %d of %d lines is not the line "
-                "delivered last); going on after line %d of the file", local.session_id, p, len(lines), j)
-    local.offset = cursor - j
-    localsession.save(sessions_dir, local)
-    return j
+    where = locate(lines, cursor, local.offset, local.anchor, lambda: _delivered_uuids(sessions_dir, local.session_id))
+    if where.rewritten:
+        log.warning("worker %s: the transcript changed under the cursor (line %d of %d lines is not the line "
+                    "delivered last); going on after line %d of the file", local.session_id, cursor - local.offset,
+                    len(lines), where.position)
+        local.offset = where.offset
+        localsession.save(sessions_dir, local)
+    return where.position
 
 
 def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: int, to: int, last: int,
@@ -275,8 +260,7 @@ def _max_chars(client, agent_id: str | None, local: localsession.LocalSession, s
         except LettaError as exc:
             log.info("worker %s: could not read the agent's context window (%s); assuming %d tokens",
                      local.session_id, exc, DEFAULT_CONTEXT_WINDOW)
-    window = local.context_window or DEFAULT_CONTEXT_WINDOW
-    return max(MIN_UPDATE_CHARS, min(MAX_UPDATE_CHARS, window * CHARS_PER_TOKEN // UPDATE_SHARE))
+    return update_limit(local.context_window)
 
 
 # --------------------------------------------------------------------------- the worker
@@ -337,7 +321,7 @@ def _project(rt: Runtime, local) -> dict[str, str]:
         return {}
 
 
-def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit: int):
+def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit: int, private_paths=()):
     """The session's notices as transcript inserts (notices.py); moot ones (a subagent that left no
     transcript, an answer the file has caught up with) are dropped."""
     from . import notices
@@ -345,18 +329,37 @@ def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit
     pending = notices.load_all(sessions_dir, session_id)
     if not pending:
         return (), None
-    inserts, moot, skip = notices.inserts(pending, lines, local.offset, limit)
+    inserts, moot, skip = notices.inserts(pending, lines, local.offset, limit, private_paths)
     if moot:
         notices.remove(sessions_dir, session_id, moot)
     return inserts, skip
 
 
+def _budget(rt: Runtime, store, caps):
+    """Today's use against the caps (None without caps: nothing to read)."""
+    from .budget import read_usage
+    from .delivery_plan import Budget
+
+    if caps is None or not caps.any:
+        return None
+    today = read_usage(store, rt.host.id, caps)
+    return Budget(caps, today.mine, today.everyone)
+
+
 def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: Delivery, client,
                     max_chars: int | None) -> None:
+    from .budget import BudgetError, caps_from_env
+    from .delivery_plan import plan_update
     from .letta.errors import LettaError
-    from .transcript import build_update
+    from .private import private_globs
 
     store = rt.store()
+    private = private_globs()
+    try:
+        caps = caps_from_env()
+    except BudgetError as exc:
+        log.warning("worker %s: %s; no daily budget applies", session_id, exc)
+        caps = None
     localsession.sweep_local_temps(sessions_dir.parent)
     project = None
     for _ in range(MAX_ROUNDS):
@@ -408,9 +411,11 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
             limit = max_chars or _max_chars(client, session.agent_id, local, sessions_dir)
             if project is None:
                 project = _project(rt, local)
-            inserts, skip = _notices(sessions_dir, session_id, lines, local, limit)
-            update = build_update(lines, pos, session_id, max_chars=limit, index_offset=local.offset,
-                                  project=project, inserts=inserts, skip_answers=skip)
+            inserts, skip = _notices(sessions_dir, session_id, lines, local, limit, private)
+            planned = plan_update(lines, pos, session_id, max_chars=limit, offset=local.offset, project=project,
+                                  private_paths=private, budget=_budget(rt, store, caps),
+                                  inserts=inserts, skip_answers=skip)
+            update = planned.update
             last = update.cursor + local.offset
             if update.payload is None:
                 if last > cursor or update.skipped:
@@ -420,11 +425,15 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
             local.attempt_inserts, local.attempt_skipped = list(update.inserted), list(update.skipped)
             local.attempt_after = _newest_id(client, conv)
             localsession.save(sessions_dir, local)
-            _send(client, conv, update.payload, rt, local.project_root)
+            if planned.summarised:
+                log.warning("worker %s: daily budget reached (%s): lines %d-%d summarised instead of sent "
+                            "(%d chars held back)", session_id, planned.summarised, cursor + 1, last,
+                            len(update.payload or ""))
+            _send(client, conv, planned.payload, rt, local.project_root, summarised=planned.summarised is not None)
             _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last, update.inserted, update.skipped)
             result.sent += 1
-            log.info("worker %s: delivered lines %d-%d to %s (%d chars)", session_id, cursor + 1, last, conv,
-                     len(update.payload))
+            log.info("worker %s: delivered lines %d-%d to %s (%d chars%s)", session_id, cursor + 1, last, conv,
+                     len(planned.payload), ", a budget summary" if planned.summarised else "")
         except (LettaError, Pending) as exc:
             local = localsession.load(sessions_dir, session_id)
             if isinstance(exc, LettaError):

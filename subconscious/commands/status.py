@@ -55,7 +55,14 @@ def collect() -> dict:
             {"kind": p.kind, "path": p.path, "message": p.message} for p in snap.problems + session_problems
         ],
         "pending": pending_deliveries(rt.local.root / "sessions"),
+        "budget": _budget(snap.settings, rt.host.id),
     }
+
+
+def _budget(settings, host: str) -> dict:
+    from ..budget import report
+
+    return report(settings, host)
 
 
 def pending_deliveries(sessions_dir) -> list[dict]:
@@ -91,6 +98,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
+    from .tables import console
+
+    render(info, console())
+    return 0
+
+
+def text_rows(info: dict) -> list[tuple[str, str]]:
+    """What ``status`` shows people, as (key, value) rows; the value column wraps, the keys stay put."""
     found = info["found"]
     rows = [
         ("home", info["home"]),
@@ -106,14 +121,23 @@ def run(args: argparse.Namespace) -> int:
             f"{found['conflict_copies']} conflict copies, {found['problems']} problems",
         ),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
     for p in info["problems"]:
-        print(f"  ! {p['kind']}: {p['path']}: {p['message']}")
+        rows.append(("", f"! {p['kind']}: {p['path']}: {p['message']}"))
+    from ..budget import report_line
+
+    rows.append(("budget", report_line(info["budget"])))
     pend = info.get("pending") or []
-    print(f"{'pending':<{width}}  {len(pend)} deliveries" if pend else f"{'pending':<{width}}  none")
+    rows.append(("pending", f"{len(pend)} deliveries" if pend else "none"))
     for d in pend:
         what = "start message" if d["start_message"] else (f"lines {d['lines'][0]}-{d['lines'][1]}" if d["lines"] else "new lines")
-        print(f"  - {d['session']}: {what}, {d['failures']} failures, next attempt in {d['next_attempt_in_s']} s: {d['why']}")
-    return 0
+        rows.append(("", f"- {d['session']}: {what}, {d['failures']} failures, next attempt in {d['next_attempt_in_s']} s: {d['why']}"))
+    return rows
+
+
+def render(info: dict, con) -> None:
+    from .tables import kv_table
+
+    t = kv_table()
+    for key, value in text_rows(info):
+        t.add_row(key, value)
+    con.print(t)
