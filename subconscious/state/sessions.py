@@ -406,6 +406,35 @@ class SessionFiles:
         self.fs.rename(aside, path.with_name(f"{DISPLACED}{path.name}-{secrets.token_hex(4)}"))
         return False
 
+    def merge_in(self, state: SessionState) -> str:
+        """Merge a version from elsewhere (an archive) with its own stamp, the way copies merge: the cursor
+        never moves back, the rest goes by the one order, so a version older than the home's changes only
+        what is behind (nothing, usually) and merging it twice is merging it once. Below the session floor
+        it is retired here already. Returns "merged", "same" or "retired"."""
+        self.store._writable()
+        session_id = check_session_id(state.session_id)
+        with self.store.lock():
+            for _ in range(MAX_REDO):
+                current, _, reads = self._read(session_id)
+                if state.stamp < reads["floor"]:
+                    return "retired"
+                merged = merge_sessions(current, state) if current is not None else state
+                if current is not None and same_json(merged.to_json(), current.to_json()) and not _adopt(current, reads):
+                    return "same"
+                if merged.host == LEGACY_HOST:
+                    merged = merged.evolve(stamp=self.store._next_stamp(max(merged.stamp, reads["floor"])),
+                                           host=self.store.host)
+                own_raw = reads["own"].raw if reads["own"] is not None else None
+                self.fs.makedirs(self.own_path(session_id).parent)
+                if publish(self.fs, self.own_path(session_id), _render(merged), own_raw, shared=False).redo:
+                    continue
+                view_raw = reads["view"].raw if reads["view"] is not None else None
+                if publish(self.fs, self.view_path(session_id), _render(merged), view_raw).redo:
+                    continue
+                self._finish(reads)
+                return "merged"
+            return "merged"
+
     def fold(self, session_id: str) -> list[Path]:
         """Write the session merged with its copies (rebuilding a missing view) and move the copies to
         backups/."""
