@@ -37,22 +37,30 @@ def report_json(before, after=None, actions=None) -> dict:
     return out
 
 
-def render(report, title: str | None = None) -> str:
-    from ..doctor.findings import summary, table
+def render(report, con, title: str | None = None) -> None:
+    """The report for people, on the rich console ``con``: one row per finding, its path and message stacked
+    in the last column so nothing wraps into the other columns in an 80-column terminal."""
+    from ..doctor.findings import ordered, summary
+    from .tables import Text, table
 
-    lines = []
     if title:
-        lines.append(title)
+        con.print(Text(title, style="bold"))
     c = report.counts
     if c:
         engines = ", ".join(f"{e} {n}" for e, n in report.by_engine.items())
-        lines.append(f"{c.get('sessions', 0)} sessions, {c.get('conversations', 0)} conversations, "
-                     f"{c.get('hosts', 0)} hosts, {c.get('conflict_copies', 0)} conflict copies"
-                     + (f" ({engines})" if engines else ""))
+        con.print(f"{c.get('sessions', 0)} sessions, {c.get('conversations', 0)} conversations, "
+                  f"{c.get('hosts', 0)} hosts, {c.get('conflict_copies', 0)} conflict copies"
+                  + (f" ({engines})" if engines else ""))
     if report.findings:
-        lines.append(table(report.findings))
-    lines.append(summary(report.findings))
-    return "\n".join(lines)
+        t = table(("severity", {"no_wrap": True}), ("kind", {"no_wrap": True}), ("fix", {"no_wrap": True}),
+                  ("path / what", {"ratio": 1, "overflow": "fold"}))
+        for f in ordered(report.findings):
+            style = {"error": "bold red", "warning": "yellow"}.get(f.severity, "dim")
+            what = Text(f.path or "-", style="cyan")
+            what.append("\n" + f.message, style="")
+            t.add_row(Text(f.severity, style=style), f.kind, "yes" if f.fixable else "no", what)
+        con.print(t)
+    con.print(summary(report.findings))
 
 
 def run_doctor(env: Mapping[str, str], cwd: str, *, fix: bool, as_json: bool, skew: float | None,
@@ -67,8 +75,10 @@ def run_doctor(env: Mapping[str, str], cwd: str, *, fix: bool, as_json: bool, sk
         if as_json:
             print(json.dumps(report_json(before), indent=2), file=out)
         else:
+            from .tables import console
+
             title = f"subconscious doctor: {before.home} (host {before.host})" if before.home else "subconscious doctor"
-            print(render(before, title), file=out)
+            render(before, console(out), title)
         return exit_code(before.findings)
     from ..doctor.fix import apply
 
@@ -77,12 +87,15 @@ def run_doctor(env: Mapping[str, str], cwd: str, *, fix: bool, as_json: bool, sk
     if as_json:
         print(json.dumps(report_json(before, after, actions), indent=2), file=out)
     else:
+        from .tables import console
+
+        con = console(out)
         title = f"subconscious doctor --fix: {before.home} (host {before.host})" if before.home else "subconscious doctor"
-        print(render(before, title + "\nbefore:"), file=out)
-        print("fixed:" if actions else "fixed: nothing to do", file=out)
+        render(before, con, title + "\nbefore:")
+        con.print("fixed:" if actions else "fixed: nothing to do")
         for a in actions:
-            print(f"  - {a}", file=out)
-        print(render(after, "after:"), file=out)
+            con.print(f"  - {a}")
+        render(after, con, "after:")
     return exit_code(after.findings)
 
 

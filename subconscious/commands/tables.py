@@ -20,7 +20,7 @@ def console(file: TextIO | None = None, width: int | None = None) -> Console:
     cols = width
     if cols is None and os.environ.get("COLUMNS", "").isdigit():
         cols = int(os.environ["COLUMNS"])
-    return Console(file=out, width=cols, soft_wrap=False, highlight=False, emoji=False)
+    return Console(file=out, width=cols, soft_wrap=False, highlight=False, emoji=False, markup=False)
 
 
 def table(*columns: str | tuple[str, dict[str, Any]], title: str | None = None) -> Table:
