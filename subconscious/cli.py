@@ -8,6 +8,7 @@ import sys
 # verb → (module, help). The module has ``add_arguments(parser)`` and ``run(args) -> int``.
 VERBS: dict[str, tuple[str, str]] = {
     "status": ("subconscious.commands.status", "show where state lives and what was found there"),
+    "preview": ("subconscious.commands.preview", "show exactly what the next delivery to Letta would send (sends nothing)"),
     "hook": ("subconscious.commands.hook", "run a Claude Code hook (JSON on stdin); always exits 0"),
     "worker": ("subconscious.commands.worker", "deliver pending transcripts to Letta (started by the Stop hook)"),
     "key": ("subconscious.commands.key", "encrypt the cached memory blocks in the shared home: init, export, import, rotate"),
@@ -17,16 +18,17 @@ VERBS: dict[str, tuple[str, str]] = {
     "sync": ("subconscious.commands.sync", "set up a sync engine for the shared state (setup-git)"),
     "demo": ("subconscious.commands.demo", "simulate several machines sharing one state dir: conflicts made and repaired"),
     "gc": ("subconscious.commands.gc", "retire sessions idle for longer than an age on every machine; prune backups/ and quarantine/"),
+    "export": ("subconscious.commands.export", "write the home's state (entries, sessions, settings; sealed stays sealed) to one archive"),
+    "import": ("subconscious.commands.import_", "merge an export archive into the home (idempotent; never overwrites newer state)"),
     "install": ("subconscious.commands.install", "add our hooks to Claude Code's settings.json (without the plugin)"),
     "uninstall": ("subconscious.commands.install", "remove our hooks from Claude Code's settings.json"),
+    "serve": ("subconscious.commands.serve", "answer PreToolUse/UserPromptSubmit as http hooks on 127.0.0.1 (served mode; runs until stopped)"),
     "memory": ("subconscious.commands.memory", "show the agent's memory blocks, and what changed since a time"),
     "messages": ("subconscious.commands.messages", "show what the agent said: when, to which session and machine, shown yet"),
     "sessions": ("subconscious.commands.sessions", "list every session of the shared home, from every machine"),
     "ask": ("subconscious.commands.ask", "ask the agent something (its own conversation, never a session's); streamed"),
-    "memory": ("subconscious.commands.memory", "show the agent's memory blocks, and what changed since a time"),
-    "messages": ("subconscious.commands.messages", "show what the agent said: when, to which session and machine, shown yet"),
-    "sessions": ("subconscious.commands.sessions", "list every session of the shared home, from every machine"),
-    "ask": ("subconscious.commands.ask", "ask the agent something (its own conversation, never a session's); streamed"),
+    "mcp": ("subconscious.commands.mcp", "the MCP server the plugin declares (stdio): ask_subconscious, search_memory"),
+    "ui": ("subconscious.commands.ui", "a local page (127.0.0.1, per-run token): memory, messages, sessions, the home's health"),
 }
 
 
