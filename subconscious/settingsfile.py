@@ -8,7 +8,10 @@ drops keys it does not know, so no marker field would survive — the command is
 - :func:`parse_settings` refuses what it cannot round-trip (not JSON, duplicate keys, a ``hooks`` of the
   wrong shape) rather than guess: the caller must then leave the file alone;
 - :func:`install` = remove ours, then append ours per event: idempotent, other hooks untouched;
-- :func:`uninstall` removes only ours; groups and events that only held ours go with them.
+- :func:`uninstall` removes only ours; groups and events that only held ours go with them;
+- :func:`served_hooks`: the same hooks with PreToolUse and UserPromptSubmit as ``http`` hooks to
+  ``subconscious serve`` on 127.0.0.1 (served mode); ours too, by their URL path ``/subconscious/hook/<event>``,
+  so switching back and forth and uninstalling find them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,17 @@ import re
 from typing import Any
 
 PLUGIN_ROOT_VARS = ("${CLAUDE_PLUGIN_ROOT}", "$CLAUDE_PLUGIN_ROOT")
-_OURS = re.compile(r"\bsubconscious['\"]?\s+hook\s+(?:session-start|user-prompt-submit|pre-tool-use|stop)\b")
+_OURS = re.compile(r"\bsubconscious['\"]?\s+hook\s+(?:session-start|user-prompt-submit|pre-tool-use|stop|"
+                   r"stop-failure|pre-compact|post-compact|subagent-start|subagent-stop|session-end)\b")
+_OURS_URL = re.compile(r"^http://127\.0\.0\.1:\d{1,5}/subconscious/hook/(?:user-prompt-submit|pre-tool-use)$")
+SERVED_EVENTS = {"PreToolUse": "pre-tool-use", "UserPromptSubmit": "user-prompt-submit"}
+TOKEN_HEADER = "X-Subconscious-Token"
+TOKEN_VAR = "SUBCONSCIOUS_SERVE_TOKEN"
+ENV_HEADER = "X-Subconscious-Env-"  # + a variable name: Claude Code's value of it, for the server
+# What a command hook would read from Claude Code's environment, passed to the server in headers (an http hook
+# gets no process environment); the server uses its own value where Claude Code has none.
+FORWARDED_VARS = ("LETTA_MODE", "LETTA_HOME", "LETTA_BASE_URL", "LETTA_API_KEY", "LETTA_AGENT_ID",
+                  "LETTA_SDK_TOOLS", "SUBCONSCIOUS_FETCH_TTL", "SUBCONSCIOUS_HOST", "SUBCONSCIOUS_STATE_DIR")
 
 
 class SettingsError(ValueError):
@@ -134,8 +147,35 @@ def settings_handler(handler: Any) -> Any:
 
 
 def is_ours(handler: Any) -> bool:
-    return (isinstance(handler, dict) and handler.get("type", "command") == "command"
-            and isinstance(handler.get("command"), str) and _OURS.search(handler["command"]) is not None)
+    if not isinstance(handler, dict):
+        return False
+    kind = handler.get("type", "command")
+    if kind == "http":
+        return isinstance(handler.get("url"), str) and _OURS_URL.match(handler["url"]) is not None
+    return kind == "command" and isinstance(handler.get("command"), str) and _OURS.search(handler["command"]) is not None
+
+
+def served_hooks(ours: dict[str, list[dict[str, Any]]], port: int) -> dict[str, list[dict[str, Any]]]:
+    """``ours`` with the PreToolUse and UserPromptSubmit handlers as http hooks to ``subconscious serve`` on
+    ``127.0.0.1:port`` (same matchers and timeouts). The token comes from Claude Code's environment
+    (``$SUBCONSCIOUS_SERVE_TOKEN``, named in ``allowedEnvVars``), never written into the file."""
+    if not 0 < port < 65536:
+        raise SettingsError(f"port {port} is out of range")
+    out = copy.deepcopy(ours)
+    for event, name in SERVED_EVENTS.items():
+        for group in out.get(event, []):
+            group["hooks"] = [_http_handler(h, name, port) if is_ours(h) else h for h in group.get("hooks", [])]
+    return out
+
+
+def _http_handler(command_handler: dict[str, Any], event: str, port: int) -> dict[str, Any]:
+    headers = {TOKEN_HEADER: "${%s}" % TOKEN_VAR}
+    headers.update({ENV_HEADER + var: "${%s}" % var for var in FORWARDED_VARS})
+    handler: dict[str, Any] = {"type": "http", "url": f"http://127.0.0.1:{port}/subconscious/hook/{event}",
+                               "headers": headers, "allowedEnvVars": [TOKEN_VAR, *FORWARDED_VARS]}
+    if "timeout" in command_handler:
+        handler["timeout"] = command_handler["timeout"]
+    return handler
 
 
 def count_ours(settings: dict[str, Any]) -> int:

@@ -31,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--settings", metavar="FILE", help="this settings file")
     parser.add_argument("--dry-run", action="store_true", help="show the change as a diff; write nothing")
     parser.add_argument("--hooks-file", metavar="FILE", help=argparse.SUPPRESS)  # another hooks.json (tests, forks)
+    if parser.prog.endswith(" install"):
+        parser.add_argument("--served", action="store_true",
+                            help="PreToolUse and UserPromptSubmit as http hooks to `subconscious serve` (served mode); "
+                                 "without it, install writes command hooks (and switches served ones back)")
+        parser.add_argument("--port", type=int, default=None,
+                            help="with --served: the port `subconscious serve` listens on (default: "
+                                 "$SUBCONSCIOUS_SERVE_PORT, else 20000 + uid %% 10000)")
 
 
 def target_path(args: argparse.Namespace, env=os.environ) -> Path:
@@ -88,13 +95,26 @@ def run(args: argparse.Namespace) -> int:
             ours = plugin_hooks(hooks_file.read_text(encoding="utf-8"), str(plugin_root) if plugin_root else None)
         except (OSError, SettingsError) as exc:
             return _fail(f"cannot read our hooks from {hooks_file}: {exc}", 2)
+        served_port = None
+        if getattr(args, "served", False):
+            from ..served import default_port
+            from ..settingsfile import served_hooks
+
+            try:
+                served_port = args.port if args.port is not None else default_port()
+                ours = served_hooks(ours, served_port)
+            except (ValueError, SettingsError) as exc:
+                return _fail(f"{exc}. Nothing was changed.", 2)
         new = install(settings, ours)
-        events = ", ".join(ours)
+        events = ", ".join(ours) + (f"; PreToolUse and UserPromptSubmit served by http://127.0.0.1:{served_port}"
+                                    if served_port else "")
     else:
         new, removed = uninstall(settings)
     if new == settings and raw is not None:
         if args.verb == "install":
             print(f"subconscious hooks already in {shown} ({events}); nothing changed")
+            if served_port:
+                _served_notes()
         else:
             print(f"no subconscious hooks in {shown}; nothing changed")
         return 0
@@ -122,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     if args.verb == "install":
         print(f"added subconscious hooks to {shown} ({events}){kept}")
         _notes(new, target)
+        if served_port:
+            _served_notes()
     else:
         print(f"removed {removed} subconscious hook{'s' if removed != 1 else ''} from {shown}{kept}")
     return 0
@@ -188,6 +210,25 @@ def _notes(settings: dict, target: Path) -> None:
         print('note: this file sets "disableAllHooks": true, so Claude Code will not run these hooks')
     if shutil.which("subconscious") is None and not (Path.home() / ".local" / "bin" / "subconscious").exists():
         print("note: `subconscious` is not on PATH nor in ~/.local/bin; until it is, the hooks say so and do nothing")
+
+
+def _served_notes() -> None:
+    """What served mode needs besides the settings: the token in Claude Code's environment, the server."""
+    from ..localstate import local_dirs
+    from ..served.token import ensure_token
+
+    try:
+        token = ensure_token(local_dirs().root)
+    except (OSError, RuntimeError) as exc:
+        print(f"note: cannot make the served mode's token ({exc}); `subconscious serve` will say why")
+        return
+    given = os.environ.get("SUBCONSCIOUS_SERVE_TOKEN")
+    if given != token:
+        state = "is set to another token" if given else "is not set here"
+        print(f"note: SUBCONSCIOUS_SERVE_TOKEN {state}: Claude Code must have it, or the server refuses its hooks "
+              "(a silent skip). In your shell profile: export SUBCONSCIOUS_SERVE_TOKEN=$(subconscious serve --print-token)")
+    print("note: keep `subconscious serve` running (deploy/ has a systemd user unit and a launchd agent); "
+          "while it is not, those two hooks are skipped. `subconscious install` switches back to command hooks")
 
 
 def _fail(message: str, code: int) -> int:

@@ -1,0 +1,103 @@
+"""``subconscious serve``: answer Claude Code's PreToolUse and UserPromptSubmit as ``http`` hooks from one
+long-lived per-user process on 127.0.0.1 (served mode; switch a settings file to it with
+``subconscious install --served``). Runs until SIGTERM/SIGINT; deploy/ has a systemd user unit and a
+launchd agent for it.
+
+Settings come from this process's environment, and per request from Claude Code's (forwarded in headers by
+the hooks ``install --served`` writes); each session's home is the one its SessionStart recorded. Start it
+with the LETTA_* variables your Claude Code has, or give them to Claude Code (they win when set there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import signal
+import sys
+import threading
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=None,
+                        help="TCP port on 127.0.0.1 (default: $SUBCONSCIOUS_SERVE_PORT, else 20000 + uid %% 10000; "
+                             "install --served must use the same)")
+    parser.add_argument("--print-token", action="store_true",
+                        help="print this user's token (made on first use) and exit: "
+                             "export SUBCONSCIOUS_SERVE_TOKEN=$(subconscious serve --print-token)")
+    parser.add_argument("--json", action="store_true", help="with --print-token: {\"token\", \"port\", \"url\"}")
+    parser.add_argument("--quiet", action="store_true", help="log only; print nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..localstate import local_dirs
+    from ..served import default_port
+    from ..served.token import ensure_token, token_path
+
+    try:
+        port = args.port if args.port is not None else default_port()
+    except ValueError as exc:
+        print(f"subconscious serve: {exc}", file=sys.stderr)
+        return 2
+    if not 0 < port < 65536:
+        print(f"subconscious serve: --port {port} is not a TCP port", file=sys.stderr)
+        return 2
+    root = local_dirs().root
+    try:
+        token = ensure_token(root)
+    except (OSError, RuntimeError) as exc:
+        print(f"subconscious serve: cannot make the token under {root}: {exc}", file=sys.stderr)
+        return 1
+    if args.print_token:
+        if args.json:
+            print(json.dumps({"token": token, "port": port, "url": f"http://127.0.0.1:{port}",
+                              "token_file": str(token_path(root))}))
+        else:
+            print(token)
+        return 0
+    return _serve(args, port, token, root)
+
+
+def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
+    from ..letta import lite
+    from ..log import setup
+    from ..served.keepalive import KeptAlive
+    from ..served.server import HookServer, serve_in_thread
+
+    debug = os.environ.get("LETTA_DEBUG", "") in ("1", "true", "yes")
+    log = setup(root / "logs", debug=debug)
+    try:
+        server = HookServer(port, token, root)
+    except OSError as exc:
+        why = (f"port {port} is taken (another `subconscious serve`? pick one with --port, and the same for "
+               "`install --served`)") if exc.errno == errno.EADDRINUSE else str(exc)
+        print(f"subconscious serve: cannot listen on 127.0.0.1:{port}: {why}", file=sys.stderr)
+        return 1
+    pool = KeptAlive(lite._open)
+    lite.use_opener(pool)
+    stop = threading.Event()
+
+    def on_signal(signum, frame) -> None:  # noqa: ANN001
+        log.info("serve: got %s", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, on_signal)
+    thread = serve_in_thread(server)
+    log.info("serve: listening on 127.0.0.1:%d (pid %d)", port, os.getpid())
+    if not args.quiet:
+        print(f"subconscious serve: listening on http://127.0.0.1:{port} (hooks: /subconscious/hook/pre-tool-use, "
+              "/subconscious/hook/user-prompt-submit)", flush=True)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+        lite.use_opener(None)
+        pool.close()
+        log.info("serve: stopped after %d answers", server.served)
+    return 0

@@ -1,0 +1,35 @@
+"""Served mode: one per-user process (``subconscious serve``) answering Claude Code's ``http`` hooks for
+PreToolUse and UserPromptSubmit on 127.0.0.1, so a tool call costs a local HTTP round trip instead of a
+Python start.
+
+- :mod:`.token`: the per-user token (machine-local, 0600) every request must carry;
+- :mod:`.server`: the HTTP server; it runs the very handlers the command hooks run
+  (``subconscious.events.pre_tool`` / ``prompt``) and records what was shown once the answer is sent;
+- :mod:`.keepalive`: the server's Letta reads on kept-alive connections.
+
+This module is imported by ``install`` too: nothing heavy here.
+"""
+
+from __future__ import annotations
+
+import os
+
+PORT_VAR = "SUBCONSCIOUS_SERVE_PORT"
+# event in the URL path → (handler module, seconds the server waits for it: as hookrun.EVENTS, under the
+# hook timeouts of hooks.json, 10 and 5 s)
+ROUTES = {
+    "/subconscious/hook/user-prompt-submit": ("user-prompt-submit", "subconscious.events.prompt", 8.0),
+    "/subconscious/hook/pre-tool-use": ("pre-tool-use", "subconscious.events.pre_tool", 4.0),
+}
+
+
+def default_port(env=os.environ) -> int:
+    """``SUBCONSCIOUS_SERVE_PORT``, else one port per user (20000 + uid mod 10000: below Linux's
+    ephemeral range, so no outgoing connection sits on it)."""
+    raw = (env.get(PORT_VAR) or "").strip()
+    if raw:
+        if not raw.isdigit() or not 0 < int(raw) < 65536:
+            raise ValueError(f"{PORT_VAR}={raw!r} is not a TCP port")
+        return int(raw)
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return 20000 + uid % 10000

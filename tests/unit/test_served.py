@@ -1,0 +1,161 @@
+"""Served mode (``subconscious serve``) in process: the real server, the real handlers, a fake Letta on
+127.0.0.1 — a request without this user's token is refused and runs nothing; with it, the agent's note comes
+back as the hook's JSON and is recorded as shown once the answer is out (the next request does not show it
+again). Plus the pure parts: the environment a request gets, ``install --served`` switching and back."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import stat
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from subconscious.served.server import HookServer, answer_body, request_env, serve_in_thread
+from subconscious.served.token import ensure_token, read_token, token_path
+from subconscious.settingsfile import (ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, count_ours, install, is_ours,
+                                       served_hooks, uninstall)
+from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fixture
+from tests.unit.test_install_properties import OURS, settings_without_ours
+
+SERVED = served_hooks(OURS, 21999)
+
+
+@pytest.fixture
+def served(tmp_path, letta):  # noqa: F811
+    s = Session(tmp_path, letta)
+    token = ensure_token(tmp_path / "local")
+    server = HookServer(0, token, tmp_path / "local", env=s.env)
+    serve_in_thread(server)
+    yield s, server, token
+    server.shutdown()
+    server.server_close()
+
+
+def post(server, event: str, data: dict, headers: dict) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+    try:
+        conn.request("POST", f"/subconscious/hook/{event}", body=json.dumps(data),
+                     headers={"Content-Type": "application/json", **headers})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def wait_for(check, seconds: float = 10.0) -> bool:
+    """The server records what it showed right after the answer is out: the client may look first."""
+    end = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def fetches(letta) -> list[str]:  # noqa: F811
+    return [r for r in letta.requests if "/messages" in r]
+
+
+def test_without_the_token_a_request_is_refused_and_runs_nothing(served, letta):  # noqa: F811
+    s, server, token = served
+    conv = s.seed()
+    letta.say(conv, "a note for the next tool call")
+    for headers in ({}, {TOKEN_HEADER: ""}, {TOKEN_HEADER: "0" * 48}, {TOKEN_HEADER: token[:-1]}):
+        for event in ("pre-tool-use", "user-prompt-submit"):
+            status, body = post(server, event, s.data(event), headers)
+            assert (status, body) == (401, b""), headers
+    assert fetches(letta) == []  # no handler ran
+    status, body = post(server, "pre-tool-use", s.data("pre-tool-use"), {TOKEN_HEADER: token})
+    assert status == 200 and "a note for the next tool call" in json.loads(body)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_what_is_answered_is_recorded_as_shown_and_not_shown_again(served, letta):  # noqa: F811
+    s, server, token = served
+    conv = s.seed()
+    first = letta.say(conv, "first note")
+    status, body = post(server, "user-prompt-submit", s.data("user-prompt-submit"), {TOKEN_HEADER: token})
+    out = json.loads(body)["hookSpecificOutput"]  # the prompt hook's text, as an http hook must send it
+    assert status == 200 and out["hookEventName"] == "UserPromptSubmit" and "first note" in out["additionalContext"]
+    # recorded as shown once it was sent: the session's watermark moved over it (no claim left to time out,
+    # after which it would be shown again)
+    assert wait_for(lambda: s.store().session(s.sid).last_seen_message_id == first)
+    status, body = post(server, "pre-tool-use", s.data("pre-tool-use"), {TOKEN_HEADER: token})
+    assert (status, body) == (200, b"")  # fetched again (TTL 0), nothing new: an empty answer
+    letta.say(conv, "second note")
+    status, body = post(server, "pre-tool-use", s.data("pre-tool-use"), {TOKEN_HEADER: token})
+    context = json.loads(body)["hookSpecificOutput"]["additionalContext"]
+    assert "second note" in context and "first note" not in context
+    assert len(fetches(letta)) == 3
+
+
+def test_claude_codes_mode_wins_over_the_servers(served, letta):  # noqa: F811
+    s, server, token = served
+    conv = s.seed()
+    letta.say(conv, "a note")
+    status, body = post(server, "pre-tool-use", s.data("pre-tool-use"),
+                        {TOKEN_HEADER: token, ENV_HEADER + "LETTA_MODE": "off"})
+    assert (status, body) == (200, b"") and fetches(letta) == []  # off in Claude Code's env: nothing at all
+    status, body = post(server, "pre-tool-use", s.data("pre-tool-use"),
+                        {TOKEN_HEADER: token, ENV_HEADER + "LETTA_MODE": ""})  # unset there: the server's
+    assert status == 200 and "a note" in body.decode()
+
+
+def test_malformed_or_unknown_requests_get_no_error_answer(served):
+    s, server, token = served
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+    conn.request("POST", "/subconscious/hook/pre-tool-use", body=b"{not json", headers={TOKEN_HEADER: token})
+    resp = conn.getresponse()
+    assert (resp.status, resp.read()) == (200, b"")  # a silent skip, as a command hook with bad stdin
+    conn.request("POST", "/subconscious/hook/stop", body=b"{}", headers={TOKEN_HEADER: token})
+    resp = conn.getresponse()
+    assert resp.status == 404 and resp.read() == b""  # on the same kept-alive connection
+    conn.close()
+
+
+names = st.sampled_from(list(FORWARDED_VARS) + ["PATH", "LETTA_DEBUG", "OTHER"])
+
+
+@given(st.dictionaries(names, st.text(max_size=4)), st.dictionaries(names, st.text(max_size=4)))
+def test_a_request_gets_claude_codes_value_where_it_has_one_and_the_servers_elsewhere(base, given_vars):
+    headers = {ENV_HEADER + k: v for k, v in given_vars.items()}
+    env = request_env(base, headers)
+    for name in set(base) | set(given_vars):
+        if name in FORWARDED_VARS and given_vars.get(name):
+            assert env[name] == given_vars[name]
+        else:
+            assert env.get(name) == base.get(name)  # not forwarded, or empty there: untouched
+
+
+def test_answer_body_wraps_the_prompt_text_only():
+    assert answer_body("pre-tool-use", '{"hookSpecificOutput": {}}') == b'{"hookSpecificOutput": {}}'
+    assert json.loads(answer_body("user-prompt-submit", "hi <x>"))["hookSpecificOutput"]["additionalContext"] == "hi <x>"
+    assert answer_body("user-prompt-submit", None) == b""
+
+
+@given(settings_without_ours)
+def test_install_served_switches_two_hooks_and_back_and_uninstall_removes_both_kinds(s):
+    served = install(s, SERVED)
+    assert install(served, SERVED) == served  # idempotent
+    assert count_ours(served) == count_ours(install(s, OURS))
+    http_hooks = [h for gs in served["hooks"].values() for g in gs for h in g["hooks"] if h.get("type") == "http"]
+    assert sorted(h["url"].rsplit("/", 1)[1] for h in http_hooks if is_ours(h)) == ["pre-tool-use", "user-prompt-submit"]
+    assert all("$" not in json.dumps(h["headers"]).replace("${", "") for h in http_hooks)  # no token written
+    assert install(served, OURS) == install(s, OURS)  # back to command hooks, as if never served
+    assert uninstall(served) == (s, count_ours(served))
+
+
+def test_the_token_is_made_once_private_and_a_damaged_one_is_kept_aside(tmp_path):
+    root = tmp_path / "state"
+    token = ensure_token(root)
+    assert ensure_token(root) == token == read_token(root)
+    path = token_path(root)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    path.write_text("short\n")
+    fresh = ensure_token(root)
+    assert fresh != token and len(fresh) == 48
+    assert [p.read_text() for p in path.parent.glob("token.damaged-*")] == ["short\n"]
