@@ -8,7 +8,9 @@ hybrid-clock stamps whose wall part is milliseconds since the epoch (:mod:`subco
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 __all__ = ["parse_since", "iso_ms", "ms_of_iso"]
 
@@ -38,7 +40,7 @@ def ms_of_iso(text: object) -> int | None:
         return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
+    return (dt - _EPOCH) // timedelta(milliseconds=1)  # exact: a float timestamp loses the last millisecond
 
 
 def iso_ms(ms: int | None) -> str | None:
