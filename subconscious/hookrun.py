@@ -27,6 +27,13 @@ EVENTS: dict[str, tuple[str, float]] = {
     "user-prompt-submit": ("subconscious.events.prompt", 8.0),
     "pre-tool-use": ("subconscious.events.pre_tool", 4.0),
     "stop": ("subconscious.events.stop", 10.0),
+    # the rest of the lifecycle (hooks.json timeouts 5, except SessionEnd: Claude Code gives all its hooks 1.5 s)
+    "pre-compact": ("subconscious.events.pre_compact", 4.0),
+    "post-compact": ("subconscious.events.post_compact", 4.0),
+    "subagent-start": ("subconscious.events.subagent_start", 4.0),
+    "subagent-stop": ("subconscious.events.subagent_stop", 4.0),
+    "stop-failure": ("subconscious.events.stop_failure", 4.0),
+    "session-end": ("subconscious.events.session_end", 1.2),
 }
 STDIN_CAP = 8 * 1024 * 1024
 

@@ -58,11 +58,13 @@ def handle(event: HookEvent) -> str | None:
         sweep_local_temps(ctx.rt.local.root)
     except Exception as exc:  # noqa: BLE001 - housekeeping never stops a session from starting
         log.debug("session-start: temp sweep failed: %s", exc)
-    begin(ctx, event)
+    conv = begin(ctx, event)
     from ..spawn import spawn_worker
 
     spawn_worker(ctx.session_id, event.cwd or os.getcwd())
-    return None
+    from .reinject import injection  # after /compact or /clear: what Claude knew, shown again once
+
+    return injection(ctx, event.data.get("source"), conv)
 
 
 def record_home(ctx: SessionContext) -> None:
@@ -90,6 +92,8 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
         fresh[:] = [base.conversation_id != conv]
         if base.conversation_id != conv:  # a new conversation has seen no messages and no blocks
             base = base.evolve(last_seen_message_id=None, last_block_values=None)
+        if base.ended_at is not None:  # resumed: it runs again
+            base = base.with_end(None, None)
         return base.evolve(conversation_id=conv, agent_id=agent_id)
 
     ctx.store.update_session(ctx.session_id, record)
@@ -114,6 +118,8 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
             log.warning("session-start: no tools for session %s: %s", ctx.session_id, refused)
     if isinstance(event.data.get("transcript_path"), str):
         local.transcript_path = event.data["transcript_path"]
+    if event.data.get("source") == "compact":
+        local.compacting_since = None  # the compaction is over (its subagent has stopped)
     # the start message, once per conversation: a resumed or compacted session's conversation has it (an
     # upstream session resumed here has no start_for yet: its conversation had one too)
     source = event.data.get("source")

@@ -2,7 +2,9 @@
 reads the lines after the cursor itself (bounded by the agent's context window), so nothing large is
 written into the machine-local session file. A Stop with ``stop_hook_active`` (Claude Code continued the
 turn because another hook blocked its stop) is handed over too: this hook never blocks, so there is no
-loop to prevent, and the continued turn's lines would otherwise wait for a Stop that may never come."""
+loop to prevent, and the continued turn's lines would otherwise wait for a Stop that may never come.
+Claude's final answer (``last_assistant_message``) is delivered even when the file has not recorded it yet
+(lifecycle.note_lagging_answer), and only once when it does."""
 
 from __future__ import annotations
 
@@ -32,6 +34,11 @@ def handle(event: HookEvent) -> str | None:
     local.transcript_path, local.cwd = path, event.cwd or local.cwd
     local.pending_update, local.pending_cursor = None, None  # no payload kept here (issue 10)
     localsession.save(ctx.sessions_dir, local)
+    answer = event.data.get("last_assistant_message")
+    if isinstance(answer, str) and answer.strip():  # the file may lag the conversation: the answer still goes
+        from .lifecycle import note_lagging_answer
+
+        note_lagging_answer(ctx, path, answer)
     from ..spawn import spawn_worker
 
     spawn_worker(ctx.session_id, local.cwd)

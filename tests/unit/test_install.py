@@ -16,8 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 RAW_PLUGIN_HOOKS = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
 # what a settings file gets: the plugin's matchers and timeouts, the launcher's exec form as a shell command
 PLUGIN_HOOKS = plugin_hooks((REPO / "hooks" / "hooks.json").read_text())
-EVENTS = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit",
-          "PreToolUse": "pre-tool-use", "Stop": "stop"}
+# every event the plugin listens to, with its launcher argument (SessionStart: session-start, ...)
+EVENTS = {event: groups[0]["hooks"][0]["args"][1] for event, groups in RAW_PLUGIN_HOOKS.items()}
+N_OURS = sum(len(g["hooks"]) for gs in PLUGIN_HOOKS.values() for g in gs)  # one handler per event
 
 # another tool's hooks, the way people have them: several events, matchers, one of ours' events shared
 OTHER_TOOLS = {
@@ -94,7 +95,7 @@ def test_install_is_idempotent(tmp_path, capsys):
     code, out, _ = run(capsys, "install", "--settings", str(f))
     assert code == 0 and "already" in out and "nothing changed" in out
     assert f.read_bytes() == once and len(backups(f)) == 1
-    assert len(handlers(json.loads(once), ours=True)) == 4
+    assert len(handlers(json.loads(once), ours=True)) == N_OURS
 
 
 def test_install_replaces_an_older_copy_of_our_hooks_instead_of_adding_a_second(tmp_path, capsys):
@@ -115,7 +116,7 @@ def test_uninstall_removes_only_ours(tmp_path, capsys):
     original = write(f, OTHER_TOOLS)
     run(capsys, "install", "--settings", str(f))
     code, out, _ = run(capsys, "uninstall", "--settings", str(f))
-    assert code == 0 and "removed 4 subconscious hooks from %s" % f in out
+    assert code == 0 and "removed %d subconscious hooks from %s" % (N_OURS, f) in out
     assert f.read_bytes() == original  # back to the very same file
     assert len(backups(f)) == 2
     code, out, _ = run(capsys, "uninstall", "--settings", str(f))
@@ -169,11 +170,11 @@ def test_default_target_is_the_user_settings(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert run(capsys, "install")[0] == 0
     f = tmp_path / "home" / ".claude" / "settings.json"
-    assert len(handlers(json.loads(f.read_text()), ours=True)) == 4
+    assert len(handlers(json.loads(f.read_text()), ours=True)) == N_OURS
     assert stat.S_IMODE(f.stat().st_mode) == 0o600 and backups(f) == []  # new file: private, nothing to back up
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))  # Claude Code's own override
     assert run(capsys, "install")[0] == 0
-    assert len(handlers(json.loads((tmp_path / "cfg" / "settings.json").read_text()), ours=True)) == 4
+    assert len(handlers(json.loads((tmp_path / "cfg" / "settings.json").read_text()), ours=True)) == N_OURS
 
 
 def test_project_settings(tmp_path, capsys):
@@ -182,7 +183,7 @@ def test_project_settings(tmp_path, capsys):
     code, out, _ = run(capsys, "install", "--project", str(project))
     f = project / ".claude" / "settings.json"
     assert code == 0 and str(f) in out
-    assert len(handlers(json.loads(f.read_text()), ours=True)) == 4
+    assert len(handlers(json.loads(f.read_text()), ours=True)) == N_OURS
 
 
 def test_a_symlinked_settings_file_stays_a_link(tmp_path, capsys):
@@ -195,7 +196,7 @@ def test_a_symlinked_settings_file_stays_a_link(tmp_path, capsys):
     assert link.is_symlink() and os.readlink(link) == str(dotfiles)
     text = dotfiles.read_text()
     assert '\n    "model": "opus"' in text  # the file's own indentation kept
-    assert len(handlers(json.loads(text), ours=True)) == 4
+    assert len(handlers(json.loads(text), ours=True)) == N_OURS
     (backup,) = backups(link)
     assert backup.read_bytes() == raw and backup.parent == link.parent
 
