@@ -28,6 +28,11 @@ function when(iso) {
   return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+function hostText(id, name) {
+  if (!id) return "—";
+  return name && name !== id ? `${name} (${id})` : id;
+}
+
 function table(heads, rows, cls) {
   return el("table", { class: cls || null },
     el("thead", {}, el("tr", {}, heads.map((h) => el("th", { text: h })))),
@@ -65,7 +70,7 @@ function renderHealth(h) {
 
   const engines = Object.entries(h.conflict_copies_by_engine || {});
   const conflicts = findings.filter((f) => f.kind === "conflict-copy");
-  const conflictBox = el("div", { class: "card" }, el("h3", { text: "Conflict copies" }),
+  const conflictBox = el("div", { class: "card span2" }, el("h3", { text: "Conflict copies" }),
     conflicts.length === 0 ? el("p", { class: "muted", text: "none" }) :
       [el("p", { text: engines.map(([e, n]) => `${e}: ${n}`).join(", ") }),
        table(["engine", "file", "what"], conflicts.map((f) => el("tr", { class: "conflict" },
@@ -76,7 +81,7 @@ function renderHealth(h) {
   const skewBox = el("div", { class: "card" }, el("h3", { text: "Clocks per machine" }),
     skew.length === 0 ? el("p", { class: "muted", text: "no machine has written a clock yet" }) :
       table(["machine", "last write", "ahead of the others by"], skew.map((s) => el("tr", { class: s.skewed ? "bad" : null },
-        el("td", { text: s.host_name ? `${s.host_name} (${s.host})` : s.host }), el("td", { text: when(s.last_write) }),
+        el("td", { text: hostText(s.host, s.host_name) }), el("td", { text: when(s.last_write) }),
         el("td", { text: s.skew_s === null || s.skew_s === undefined ? "—" : `${Math.round(s.skew_s)} s` })))));
 
   const quarantined = h.quarantine || [];
@@ -85,7 +90,7 @@ function renderHealth(h) {
       el("ul", {}, quarantined.map((q) => el("li", { class: "path", text: q.path || q }))));
 
   const others = findings.filter((f) => f.kind !== "conflict-copy");
-  const rest = el("div", { class: "card wide" }, el("h3", { text: "Everything doctor found" }),
+  const rest = el("div", { class: "card span2" }, el("h3", { text: "Everything doctor found" }),
     others.length === 0 ? el("p", { class: "muted", text: "nothing else" }) :
       table(["severity", "kind", "where", "what", "doctor --fix"], others.map((f) => el("tr", { class: `sev-${f.severity}` },
         el("td", { text: f.severity }), el("td", { text: f.kind }), el("td", { class: "path", text: f.path || "—" }),
@@ -109,7 +114,7 @@ function renderMemory(m) {
   who.textContent = m.agent ? `agent ${m.agent.name || ""} ${m.agent.id}`.replace("  ", " ") : "no agent yet";
   const blocks = m.blocks || [];
   if (blocks.length === 0) return fill("memory", el("p", { class: "muted", text: "the agent has no memory blocks" }));
-  fill("memory", blocks.map(blockCard));
+  fill("memory", el("div", { class: "blocks" }, blocks.map(blockCard)));
 }
 
 function blockCard(b) {
@@ -167,7 +172,7 @@ function pendingText(p) {
 
 function renderSessions(s) {
   const rows = (s.sessions || []).map((x) => el("tr", { class: x.ended ? "ended" : null, "data-session": x.session },
-    el("td", { class: "id", text: x.session }), el("td", { text: x.host_name ? `${x.host_name} (${x.host})` : (x.host || "—") }),
+    el("td", { class: "id", text: x.session }), el("td", { text: hostText(x.host, x.host_name) }),
     el("td", { class: "path", text: x.project || "—" }), el("td", { text: when(x.started) }),
     el("td", { text: when(x.last_delivery) }), el("td", { text: x.cursor ?? "—" }),
     el("td", { text: pendingText(x.pending) }), el("td", { text: x.ended ? when(x.ended) : "open" })));
