@@ -241,3 +241,29 @@ def run_gc(store: Store, local_root: Path, *, age_ms: int, dry_run: bool = False
              "set-aside paths", plan.floor, len(plan.retire), result.removed_files, len(result.tombstoned),
              len(plan.keep), len(result.pruned))
     return result
+
+
+DAILY_S = 86_400.0
+MARK = "gc.json"  # <state dir>/gc.json: when this machine last ran the daily gc
+
+
+def daily(store: Store, local_root: Path, *, age_ms: int, now: float | None = None) -> str | None:
+    """``watch``'s daily gc: runs when the machine-local mark says a day has passed since the last run (the
+    first call only sets the mark: a freshly started watcher waits a day). Returns a summary when it ran."""
+    from .state.files import atomic_write
+
+    now = time.time() if now is None else now
+    mark = Path(local_root) / MARK
+    try:
+        last = float(json.loads(mark.read_text())["last"])
+    except (OSError, ValueError, KeyError, TypeError):
+        last = None
+    if last is not None and 0 <= now - last < DAILY_S:
+        return None
+    if last is not None:
+        result = run_gc(store, Path(local_root), age_ms=age_ms)
+    atomic_write(mark, json.dumps({"last": now}) + "\n", durable=False)
+    if last is None:
+        return None
+    return (f"retired {len(result.plan.retire)} sessions idle for longer than the age, kept "
+            f"{len(result.plan.keep)} in use, pruned {len(result.pruned)} set-aside paths")

@@ -59,6 +59,7 @@ class Watcher:
     interval: float = 60.0
     recheck: float = 1.0
     say: Callable[[str], None] = print
+    gc: Callable[[], object] | None = None  # the daily gc (subconscious.gc.daily); asked once per interval
     stop: threading.Event = field(default_factory=threading.Event)
     folds: int = 0
     _wake: threading.Event = field(default_factory=threading.Event)
@@ -169,6 +170,17 @@ class Watcher:
             self.say(f"folded {len(moved)} conflict cop{'y' if len(moved) == 1 else 'ies'} in {ms:.0f} ms: {', '.join(moved)}")
         return len(moved)
 
+    def gc_if_due(self) -> None:
+        if self.gc is None:
+            return
+        try:
+            done = self.gc()
+        except Exception as exc:  # lock timeout, a directory vanishing: tomorrow's run retries
+            self.log.warning("watch: gc failed (%s: %s); will retry", type(exc).__name__, exc)
+            return
+        if done is not None:
+            self.say(f"gc: {done}")
+
     # ---------------------------------------------------------------- loop
 
     def request_stop(self) -> None:
@@ -181,6 +193,7 @@ class Watcher:
         if str(self.home) not in self._watching:
             self.say(f"waiting for {self.home} to appear")
         self.fold_if_needed(force=True)
+        self.gc_if_due()
         self.say(f"watching {self.home} (host {getattr(self.store, 'host', '?')}); stop with Ctrl-C or SIGTERM")
         last_scan = time.monotonic()
         try:
@@ -204,6 +217,7 @@ class Watcher:
                     self.fold_if_needed()
                 elif time.monotonic() - last_scan >= self.interval:
                     self.fold_if_needed()
+                    self.gc_if_due()
                     last_scan = time.monotonic()
         finally:
             self._stop_observer()

@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also rescan this often, in case an event was missed (default 60)")
     parser.add_argument("--once", action="store_true", help="fold what is there now and exit")
     parser.add_argument("--quiet", action="store_true", help="log only; print nothing")
+    parser.add_argument("--gc-older-than", default="30d", metavar="AGE",
+                        help="once a day, run `subconscious gc --older-than AGE` (default 30d)")
+    parser.add_argument("--no-gc", action="store_true", help="never run the daily gc")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +30,13 @@ def run(args: argparse.Namespace) -> int:
     from ..state.ids import InvalidIdentifier
     from ..watcher import Watcher
 
+    from ..state.retention import parse_age
+
+    try:
+        gc_age = parse_age(args.gc_older_than)
+    except ValueError as exc:
+        print(f"subconscious watch: --gc-older-than: {exc}", file=sys.stderr)
+        return 2
     if args.debounce < 0 or args.interval <= 0:
         print("subconscious watch: --debounce must be >= 0 and --interval > 0", file=sys.stderr)
         return 2
@@ -41,7 +51,13 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"subconscious watch: {line}", flush=True)
 
-    watcher = Watcher(rt.store(), log, debounce=args.debounce, interval=args.interval, say=say)
+    store = rt.store()
+    daily_gc = None
+    if not args.no_gc:
+        from ..gc import daily
+
+        daily_gc = lambda: daily(store, rt.local.root, age_ms=gc_age)  # noqa: E731
+    watcher = Watcher(store, log, debounce=args.debounce, interval=args.interval, say=say, gc=daily_gc)
     if args.once:
         watcher.fold_if_needed(force=True)
         return 0

@@ -166,3 +166,41 @@ def test_dry_run_changes_nothing_and_backups_and_quarantine_are_pruned_by_age(tm
     gc(tmp_path, "alpha")
     assert not (home / "backups" / old_day).exists() and (home / "backups" / new_day / "alpha" / "x.json").exists()
     assert sorted(os.listdir(home / "quarantine")) == ["new.unparseable.def"]
+
+
+def test_a_machine_whose_clock_is_behind_still_writes_above_the_floor(tmp_path):
+    session(store(tmp_path, "alpha", at=OLD), "s1", 1)
+    gc(tmp_path, "alpha", "0d")
+    behind = store(tmp_path, "beta", at=NOW - 3_600_000)  # an hour slow
+    behind.update_session("new", lambda cur: SessionState("new", conversation_id="c", last_processed_index=2))
+    assert store(tmp_path, "alpha").session("new").last_processed_index == 2  # not retired by the floor
+    assert store(tmp_path, "alpha").session("s1") is None
+
+
+def test_watch_runs_gc_once_a_day(tmp_path):
+    import logging
+    import threading
+
+    from subconscious.gc import daily
+    from subconscious.watcher import Watcher
+
+    session(store(tmp_path, "alpha", at=OLD), "s1", 1)
+    local = tmp_path / "local-alpha"
+    t0 = time.time()
+    assert daily(store(tmp_path, "alpha"), local, age_ms=30 * DAY_MS, now=t0) is None  # first call: sets the mark
+    assert daily(store(tmp_path, "alpha"), local, age_ms=30 * DAY_MS, now=t0 + 3600) is None
+    assert store(tmp_path, "beta").session("s1") is not None
+    assert "retired 1 sessions" in daily(store(tmp_path, "alpha"), local, age_ms=30 * DAY_MS, now=t0 + 86_401)
+    assert store(tmp_path, "beta").session("s1") is None
+
+    calls = []
+    (tmp_path / "home").mkdir(exist_ok=True)
+    w = Watcher(store(tmp_path, "alpha"), logging.getLogger("test"), interval=0.05, recheck=0.02, say=lambda _: None,
+                gc=lambda: calls.append(1))
+    thread = threading.Thread(target=w.run)
+    thread.start()
+    while len(calls) < 2:
+        time.sleep(0.01)
+    w.request_stop()
+    thread.join(10)
+    assert not thread.is_alive()
