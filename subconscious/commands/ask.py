@@ -14,21 +14,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def printer(con):
-    """The ``on_item`` that prints each stream item as it arrives: reasoning dim, the reply plain."""
+    """The ``on_item`` that prints the turn as it arrives: reasoning dim, the reply plain, each piece of a
+    token-streamed message where the last one ended (a new line when another message begins)."""
     from ..letta.messages import content_text
     from .tables import Text
 
+    current: list = [None]  # (type, id) of the message being printed
+
     def show(item: dict) -> None:
         kind = item.get("message_type")
-        if kind == "reasoning_message" and item.get("reasoning"):
-            con.print(Text(str(item["reasoning"]), style="dim italic"))
+        if kind == "reasoning_message":
+            piece, style = str(item.get("reasoning") or ""), "dim italic"
         elif kind == "assistant_message":
-            text = content_text(item.get("content"))
-            if text:
-                con.print(Text(text))
+            piece, style = content_text(item.get("content")), ""
         elif kind == "tool_call_message":
-            name = ((item.get("tool_call") or {}).get("name")) or "a tool"
-            con.print(Text(f"[{name}]", style="dim"))
+            piece, style = f"[{(item.get('tool_call') or {}).get('name') or 'a tool'}]", "dim"
+        elif kind == "stop_reason" and current[0] is not None:
+            con.print()
+            current[0] = None
+            return
+        else:
+            return
+        key = (kind, item.get("id"))
+        if kind == "tool_call_message" and current[0] == key:
+            return  # the rest of a streamed tool call: its name was printed
+        if current[0] is not None and current[0] != key:
+            con.print()
+        current[0] = key
+        con.print(Text(piece, style=style), end="")
         con.file.flush()
 
     return show

@@ -289,7 +289,8 @@ class LettaClient:
             raise LettaProtocolError("reading a run: the answer is not an object", "", detail=str(body)[:200])
         return body
 
-    def _message_body(self, messages: MessagesArg, client_tools, max_steps: int | None, streaming: bool) -> dict:
+    def _message_body(self, messages: MessagesArg, client_tools, max_steps: int | None, streaming: bool,
+                      stream_tokens: bool = False) -> dict:
         body: dict = {"messages": _as_messages(messages), "streaming": streaming}
         tools = _tools_json(client_tools)
         if tools is not None:
@@ -297,7 +298,7 @@ class LettaClient:
         if max_steps is not None:
             body["max_steps"] = int(max_steps)
         if streaming:
-            body.update(stream_tokens=False, include_pings=True)
+            body.update(stream_tokens=stream_tokens, include_pings=True)
         return body
 
     def send_message(self, conversation_id: str, messages: MessagesArg, *,
@@ -312,15 +313,17 @@ class LettaClient:
 
     def stream_message(self, conversation_id: str, messages: MessagesArg, *,
                        client_tools: Iterable[ClientTool | Mapping] | None = None, max_steps: int | None = None,
-                       timeout: TimeoutArg = None, total_timeout: float | None = None) -> Iterator[dict]:
+                       timeout: TimeoutArg = None, total_timeout: float | None = None,
+                       stream_tokens: bool = False) -> Iterator[dict]:
         """Send and yield each stream item (dicts with message_type, pings included) until ``[DONE]``.
+        ``stream_tokens``: assistant and reasoning text come in pieces as the model writes them (same id).
 
         ``timeout`` bounds each wait for data (Letta pings keep a slow run alive); ``total_timeout`` bounds the
         whole run. Closing the iterator early closes the connection.
         """
         what = f"streaming a message to {conversation_id}"
         path = f"conversations/{check_id(conversation_id, 'conversation id')}/messages"
-        body = self._message_body(messages, client_tools, max_steps, True)
+        body = self._message_body(messages, client_tools, max_steps, True, stream_tokens)
         t = _timeout(timeout, httpx.Timeout(60.0, connect=5.0))
         deadline = time.monotonic() + total_timeout if total_timeout else None
         started = time.monotonic()
@@ -357,7 +360,8 @@ class LettaClient:
                                client_tools: Iterable[ClientTool | Mapping] | None = None,
                                max_steps: int | None = None, timeout: TimeoutArg = None,
                                total_timeout: float | None = None,
-                               on_item: Callable[[dict], None] | None = None) -> TurnResult:
+                               on_item: Callable[[dict], None] | None = None,
+                               stream_tokens: bool = False) -> TurnResult:
         """Stream a turn and fold it into a TurnResult; ``on_item`` sees every item as it arrives.
 
         On an error event, LettaStreamError is raised with ``.partial`` = the TurnResult gathered so far.
@@ -366,7 +370,8 @@ class LettaClient:
         items = []
         try:
             for item in self.stream_message(conversation_id, messages, client_tools=client_tools,
-                                            max_steps=max_steps, timeout=timeout, total_timeout=total_timeout):
+                                            max_steps=max_steps, timeout=timeout, total_timeout=total_timeout,
+                                            stream_tokens=stream_tokens):
                 items.append(item)
                 if on_item is not None:
                     on_item(item)

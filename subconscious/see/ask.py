@@ -67,7 +67,7 @@ def side_conversation(home, agent_id: str, *, fresh: bool = False) -> tuple[str,
 
 def ask(home, text: str, *, on_item: Callable[[dict], None] | None = None, agent_id: str | None = None) -> dict:
     """Send ``text`` to the agent on its side conversation; ``on_item`` sees each stream item (reasoning,
-    assistant message, …) as it arrives. Returns ``{agent, conversation, created, reply, messages,
+    assistant message, …) as it arrives — text in pieces as the model writes it (same id: join them). Returns ``{agent, conversation, created, reply, messages,
     stop_reason}``. A recorded conversation the server no longer has is replaced by a new one."""
     from ..letta.errors import LettaNotFoundError
 
@@ -87,10 +87,10 @@ def ask(home, text: str, *, on_item: Callable[[dict], None] | None = None, agent
             on_item(item)
 
     try:
-        client.send_message_streaming(conv, message, on_item=take, total_timeout=TOTAL_TIMEOUT_S)
+        client.send_message_streaming(conv, message, on_item=take, total_timeout=TOTAL_TIMEOUT_S, stream_tokens=True)
     except LettaNotFoundError:
         if items:
             raise
         conv, created = side_conversation(home, aid, fresh=True)
-        client.send_message_streaming(conv, message, on_item=take, total_timeout=TOTAL_TIMEOUT_S)
+        client.send_message_streaming(conv, message, on_item=take, total_timeout=TOTAL_TIMEOUT_S, stream_tokens=True)
     return {"agent": aid, "conversation": conv, "created": created, **reply_of(items)}

@@ -158,3 +158,24 @@ def test_the_question_is_escaped_redacted_and_the_side_conversation_is_per_agent
     setting = {"agentId": "agent-1", "conversationId": "conv-9"}
     assert recorded_conversation(setting, "agent-1") == "conv-9"
     assert recorded_conversation(setting, "agent-2") is None and recorded_conversation(None, "agent-1") is None
+
+
+def test_ask_prints_a_token_streamed_turn_as_one_line_per_message():
+    import io
+
+    from subconscious.commands.ask import printer
+    from subconscious.commands.tables import console
+
+    out = io.StringIO()
+    show = printer(console(out, width=80))
+    items = [{"message_type": "ping"},
+             {"message_type": "reasoning_message", "id": "m1", "reasoning": "the user "},
+             {"message_type": "reasoning_message", "id": "m1", "reasoning": "asks [twice]"},
+             {"message_type": "tool_call_message", "id": "m2", "tool_call": {"name": "memory_insert", "arguments": "{"}},
+             {"message_type": "tool_call_message", "id": "m2", "tool_call": {"arguments": "}"}},
+             {"message_type": "assistant_message", "id": "m3", "content": "Run "},
+             {"message_type": "assistant_message", "id": "m3", "content": "pytest -x."},
+             {"message_type": "stop_reason", "stop_reason": "end_turn"}]
+    for item in items:
+        show(item)
+    assert out.getvalue() == "the user asks [twice]\n[memory_insert]\nRun pytest -x.\n"
