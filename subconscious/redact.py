@@ -11,8 +11,8 @@ offset, a Grep hit on one line of a key):
   digits and a high character entropy, and the short last line of such a body;
 - token formats by their shape: Anthropic/OpenAI/Letta ``sk-``, AWS key ids, GCP (``AIza``, ``ya29.``,
   ``GOCSPX-``), Azure (client secrets ``…Q~…``, SAS ``sig=``), GitHub, GitLab, Slack (tokens, webhooks),
-  Discord (bot tokens, webhooks), Stripe ``sk_``/``rk_``/``whsec_``, npm, PyPI, JWTs, bearer and basic
-  credentials;
+  Discord (bot tokens, webhooks), Telegram bot tokens, Stripe ``sk_``/``rk_``/``whsec_``, SendGrid, Mailgun,
+  Hugging Face, Shopify, DigitalOcean, npm, PyPI, age secret keys, JWTs, bearer and basic credentials;
 - connection strings with a password (``scheme://user:pass@``, ``Password=…;``);
 - values next to secret-ish names (``password``, ``secret``, ``token``, ``api_key``, ``AccountKey``, …):
   always for password/secret names and for ``.env``-style ``UPPER_NAME=value``, else when the value looks
@@ -92,7 +92,7 @@ def _code_or_prose(m: re.Match, value: str) -> bool:
         return False
     line_end = m.string.find("\n", end + 1)
     rest = m.string[end + 1:line_end if line_end != -1 else len(m.string)]
-    return after in rest  # secret = b"" (a string prefix: the string closes), not password=B"
+    return after in rest  # b"" opens a string that closes on its line; a one-letter value before a quote does not
 
 
 def _key_value(m: re.Match) -> list:
@@ -168,6 +168,14 @@ _RULES: list[tuple[re.Pattern[str], Spans, tuple[str, ...]]] = [
      _group(0), ("q~",)),  # Azure AD client secrets
     (re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{16,})"), _group(1), ("sig=",)),  # Azure SAS signatures
     (re.compile(r"(?<![A-Za-z0-9])(?:npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_\-]{40,})"), _group(0), ("npm_", "pypi-")),
+    (re.compile(r"(?<![A-Za-z0-9])\d{8,10}:AA[A-Za-z0-9_\-]{32,34}(?![A-Za-z0-9_\-])"), _group(0), (":aa",)),  # Telegram bots
+    (re.compile(r"(?<![A-Za-z0-9])SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])"), _group(0),
+     ("sg.",)),  # SendGrid
+    (re.compile(r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{34,}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|do[opr]_v1_[a-f0-9]{64}"
+                r"|key-[0-9a-f]{32}(?![0-9A-Za-z]))"), _group(0),
+     ("hf_", "shpat_", "shpss_", "shpca_", "shppa_", "dop_v1_", "doo_v1_", "dor_v1_", "key-")),  # Hugging Face,
+    # Shopify, DigitalOcean, Mailgun
+    (re.compile(r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{50,}"), _group(0), ("age-secret-key-1",)),  # age
     (re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{6,}\.eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*"), _group(0),
      ("eyj",)),  # JWTs: base64url('{"') . base64url('{"') . signature
     (re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/\-]{16,}=*)"), _group(1), ("bearer",)),

@@ -34,7 +34,9 @@ def test_the_corpus_covers_every_format_and_the_issue_11_cases():
     assert formats >= {"aws_access_key_id", "aws_secret_access_key", "gcp_api_key", "gcp_oauth_token",
                        "azure_client_secret", "azure_storage_key", "github_token", "gitlab_token", "slack_token",
                        "discord_bot_token", "stripe_secret_key", "stripe_restricted_key", "jwt", "pem_rsa",
-                       "openssh", "pgp_private", "connection_string", "env_assignment", "generic_high_entropy"}
+                       "openssh", "pgp_private", "connection_string", "env_assignment", "generic_high_entropy",
+                       "telegram_bot_token", "sendgrid_key", "huggingface_token", "shopify_token", "digitalocean_token",
+                       "mailgun_key", "age_secret_key"}
     contexts = {(s["format"], s["context"]) for s in CORPUS}
     for key in ("pem_rsa", "pem_pkcs8", "openssh", "pgp_private"):
         assert {(key, "read_offset"), (key, "grep_hits"), (key, "full")} <= contexts
