@@ -1,17 +1,18 @@
 """A real headless Chromium (Debian's ``chromium`` package, installed on first use) for tests that check
 what a person sees in a page: the DOM after the page's scripts ran, and a screenshot.
 
-    dom = Dom.parse(dump_dom(url, tmp))
+    dom = Dom.parse(dump_dom(url))
     [card] = dom.find(cls="block", **{"data-label": "guidance"}); card.text
     screenshot(url, tmp / "page.png")
 
 ``--virtual-time-budget`` lets the page's fetches and scripts finish before the DOM is taken (virtual time
-waits for the network). Each call uses its own profile directory; nothing is left running.
+waits for the network). Each call uses a profile directory of its own, removed afterwards; nothing is left running.
 """
 
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -26,25 +27,25 @@ def chromium() -> str:
     return ensure_binary("chromium")
 
 
-def _run(args: list[str], profile: Path, timeout: float) -> subprocess.CompletedProcess:
-    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-           "--no-first-run", "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={profile}",
-           f"--virtual-time-budget={BUDGET_MS}", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
+        cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--no-first-run", "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={profile}",
+               f"--virtual-time-budget={BUDGET_MS}", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError(f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}")
     return proc
 
 
-def dump_dom(url: str, workdir: Path, timeout: float = 60) -> str:
+def dump_dom(url: str, timeout: float = 60) -> str:
     """The page's DOM (serialized HTML) once its scripts have run."""
-    return _run(["--dump-dom", url], workdir / "chromium-profile-dom", timeout).stdout
+    return _run(["--dump-dom", url], timeout).stdout
 
 
 def screenshot(url: str, out: Path, *, width: int = 1280, height: int = 2400, timeout: float = 60) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    _run([f"--window-size={width},{height}", f"--screenshot={out}", url], out.parent / "chromium-profile-shot",
-         timeout)
+    _run([f"--window-size={width},{height}", f"--screenshot={out}", url], timeout)
     if not out.is_file() or out.stat().st_size == 0:
         raise AssertionError(f"chromium wrote no screenshot at {out}")
     return out

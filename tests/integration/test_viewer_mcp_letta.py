@@ -193,7 +193,7 @@ def test_viewer_refuses_every_request_without_the_token(viewer):
 
 def test_viewer_page_in_chromium_shows_blocks_sessions_messages_and_the_conflict(home, viewer, request):
     tmp, laptop, desktop = home["tmp"], home["laptop"], home["desktop"]
-    dom = Dom.parse(dump_dom(viewer, tmp))
+    dom = Dom.parse(dump_dom(viewer))
     (body,) = dom.find("body")
     assert body.attrs.get("data-loaded") == "1"  # every section was read
     assert not dom.find(cls="error"), [e.text for e in dom.find(cls="error")]
@@ -257,3 +257,26 @@ def test_viewer_edit_goes_to_letta_only_when_asked_and_only_over_the_block_it_re
     assert block_value(base, agent_id, "user_preferences") == "Prefers small commits."
     status, body = http_call(viewer, "GET", "/api/memory", {"X-Subconscious-Token": token})
     assert {b["label"]: b["value"] for b in json.loads(body)["data"]["blocks"]}["user_preferences"] == "Prefers small commits."
+
+
+# --------------------------------------------------------------------------- in the real Claude Code
+
+@pytest.mark.claude
+def test_claude_code_starts_the_plugins_mcp_server_and_its_tool_answers_the_model(home, claude_sandbox):
+    """The plugin as Claude Code loads it: plugin.json's mcpServers starts hooks/mcp from
+    ${CLAUDE_PLUGIN_ROOT}, which finds `subconscious` and runs `subconscious mcp`; the model calls
+    search_memory and the memory's line comes back to it as the tool's result. (Last in this module: the
+    run's own SessionStart adds a session to the shared home.)"""
+    tool = "mcp__plugin_subconscious_subconscious__search_memory"
+    laptop = home["laptop"]
+    env = {k: v for k, v in laptop.env.items() if k.startswith(("LETTA_", "SUBCONSCIOUS_"))}
+    # Claude Code defers MCP tools: the model loads the tool's schema with ToolSearch, then calls it
+    prompt = f'[[tool:ToolSearch {{"query": "select:{tool}"}}]] [[tool:{tool} {{"query": "laptop fact"}}]] [[text:done]]'
+    run = claude_sandbox.run(prompt, env=env,
+                             path=claude_sandbox.path_with_subconscious(), allowed_tools=[tool], timeout=180)
+    assert run.returncode == 0, run.describe()
+    results = [block for req in run.message_requests() for msg in req.body.get("messages", [])
+               if isinstance(msg.get("content"), list) for block in msg["content"]
+               if isinstance(block, dict) and block.get("type") == "tool_result"]
+    assert results, f"the model never got a tool result; {run.describe()}"
+    assert f"[guidance] {LAPTOP_FACT}" in json.dumps(results), run.describe()
