@@ -3,6 +3,7 @@
 in a large home (thousands of sessions), and each hook's import time.
 
     python benchmarks/hooks_bench.py [--runs 20] [--burst 10] [--sessions 3000] [--conversations 5000]
+    python benchmarks/hooks_bench.py --upstream PATH [--runs 20]   # side by side with upstream (sidebyside.py)
 
 Uses the server of SUBCONSCIOUS_LETTA_STATE (see tests/harness/letta_server.py) or starts one (and stops
 it). Requests are counted at a pass-through proxy (tests/harness/fault_proxy.py) between the hooks and the
@@ -274,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=3000, help="session files in the large home")
     ap.add_argument("--conversations", type=int, default=5000, help="conversation entries in the large home")
     ap.add_argument("--hosts", type=int, default=3, help="hosts (shards) in the large home")
+    ap.add_argument("--upstream", type=Path, metavar="PATH",
+                    help="an upstream checkout (npm install done): ours and its hooks side by side (sidebyside.py)")
     args = ap.parse_args(argv)
     args.runs = max(args.runs, 20)
 
@@ -287,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"server {server.base_url} (letta 0.16.8, scripted model), agent {agent['id']}, {args.runs} runs each",
               file=sys.stderr, flush=True)
+        if args.upstream is not None:
+            from sidebyside import compare
+
+            return compare(args.upstream.resolve(), server.base_url, proxy, agent["id"], args.runs, base, PYCACHE)
         small, b = measure_home("a fresh home", base / "small", proxy, agent["id"], base / "small" / "home", args)
         big_home = base / "big" / "home"
         t = time.perf_counter()
