@@ -42,7 +42,7 @@ def history_changes(timeline: list[Mapping[str, Any]]) -> dict:
     ``timeline`` is :func:`subconscious.see.memory.memory_history`'s (oldest first, each snapshot with the
     ``changes`` from the one before; the first has none: it is where the record starts)."""
     out = []
-    for snap in timeline:
+    for snap in reversed(timeline):  # newest snapshot first; its changes in label order
         for c in snap.get("changes") or ():
             status = c.get("status")
             if status == "new":
@@ -56,7 +56,7 @@ def history_changes(timeline: list[Mapping[str, Any]]) -> dict:
     if first is not None:
         note = (f"recorded since {first.get('at')} ({_source_text(first)}); Letta keeps no history of a block, "
                 "so this is what sessions were shown and what was read here")
-    return {"changes": list(reversed(out)), "note": note, "snapshots": len(timeline)}
+    return {"changes": out, "note": note, "snapshots": len(timeline)}
 
 
 def clock_rows(shards: Mapping[str, Any], now_ms: int, skew_findings: list[Mapping[str, Any]]) -> list[dict]:
