@@ -92,7 +92,7 @@ def build_server(home_factory: Callable[[], Any] | None = None):
     def reason(exc: BaseException) -> str:
         return str(exc).strip("'\"") or type(exc).__name__
 
-    server = MCPServer("subconscious", version=__version__, instructions=INSTRUCTIONS)
+    server = MCPServer("subconscious", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool(name="search_memory", title="Search the subconscious's memory",
                  annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
