@@ -1,0 +1,104 @@
+"""The viewer's HTTP server in process, on a real socket, over a real (empty) shared home: the page stays
+usable when the Letta server is down, every answer carries its protective headers, malformed edits are
+refused; and no hook loads the MCP SDK or the viewer."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from subconscious.viewer.backend import SeeBackend
+from subconscious.viewer.server import ViewerServer
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}
+    env.update(HOME=str(tmp_path), SUBCONSCIOUS_STATE_DIR=str(tmp_path / "local"), SUBCONSCIOUS_HOST="desk",
+               LETTA_HOME=str(tmp_path / "shared"), LETTA_BASE_URL=f"http://127.0.0.1:{closed_port()}",
+               LETTA_AGENT_ID="agent-00000000-0000-4000-8000-000000000000")
+    srv = ViewerServer(SeeBackend(env=env, cwd=str(tmp_path)))
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def call(srv, method, path, headers=None, body=None):
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+def test_page_and_files_are_served_with_the_token_and_protective_headers(server):
+    status, headers, body = call(server, "GET", f"/?token={server.token}")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    page = body.decode()
+    assert f'content="{server.token}"' in page and "__SUBCONSCIOUS_TOKEN__" not in page
+    assert "script-src 'self'" in headers["Content-Security-Policy"] and headers["Referrer-Policy"] == "no-referrer"
+    assert headers["Cache-Control"] == "no-store" and "Access-Control-Allow-Origin" not in headers
+    status, headers, body = call(server, "GET", "/static/app.js", {"X-Subconscious-Token": server.token})
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript") and b"textContent" in body
+    assert call(server, "HEAD", "/static/app.css")[0] == 403
+    assert call(server, "GET", f"/static/../server.py?token={server.token}")[0] == 404
+
+
+def test_letta_down_leaves_the_home_readable_and_says_why_the_memory_is_not(server):
+    token = {"X-Subconscious-Token": server.token}
+    status, _, body = call(server, "GET", "/api/memory", token)
+    assert status == 502
+    assert "cannot connect" in json.loads(body)["error"]
+    status, _, body = call(server, "GET", "/api/health", token)
+    data = json.loads(body)["data"]
+    assert status == 200 and data["host"] == "desk" and data["encryption"]["enabled"] is False
+    status, _, body = call(server, "GET", "/api/sessions", token)
+    assert status == 200 and json.loads(body)["data"]["sessions"] == []
+
+
+def test_malformed_edits_are_refused_before_anything_is_sent(server):
+    headers = {"X-Subconscious-Token": server.token, "Content-Type": "application/json"}
+    assert call(server, "POST", "/api/blocks/human", headers, b"{not json")[0] == 400
+    assert call(server, "POST", "/api/blocks/human", headers, json.dumps({"value": 3}).encode())[0] == 400
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.putrequest("POST", "/api/blocks/human")
+    for k, v in {**headers, "Content-Length": str(2 << 20)}.items():
+        conn.putheader(k, v)
+    conn.endheaders()  # a 2 MiB body announced, none sent: refused without waiting for it
+    assert conn.getresponse().status == 413
+    conn.close()
+    assert call(server, "POST", "/api/memory", headers, b"{}")[0] == 404
+    status, _, body = call(server, "POST", "/api/blocks/human", headers, json.dumps({"value": "v"}).encode())
+    assert status == 502 and "cannot connect" in json.loads(body)["error"]  # it did try the (down) server
+
+
+def test_no_hook_loads_the_mcp_sdk_or_the_viewer(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}
+    env.update(HOME=str(tmp_path), SUBCONSCIOUS_STATE_DIR=str(tmp_path / "local"), LETTA_HOME=str(tmp_path / "h"),
+               LETTA_BASE_URL=f"http://127.0.0.1:{closed_port()}", LETTA_MODE="full")
+    probe = ("import sys; from subconscious.cli import main; main(['hook', sys.argv[1]]); "
+             "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic') "
+             "or m.startswith(('subconscious.viewer', 'subconscious.mcpserver'))), file=sys.stderr)")
+    for event in ("pre-tool-use", "user-prompt-submit", "session-start", "stop"):
+        data = {"session_id": "0b9d6c1e-5f1e-4c7a-9a57-1f7f2c3d4e5f", "hook_event_name": event, "cwd": str(tmp_path),
+                "transcript_path": str(tmp_path / "t.jsonl"), "prompt": "hi", "tool_name": "Read", "tool_input": {}}
+        out = subprocess.run([sys.executable, "-c", probe, event], input=json.dumps(data), capture_output=True,
+                             text=True, env=env, timeout=60, cwd=tmp_path)
+        assert [x for x in out.stderr.splitlines() if x.startswith("LOADED")] == ["LOADED []"], (event, out.stderr[-2000:])
