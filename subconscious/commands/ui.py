@@ -20,6 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the page's URL (with its token) on stdout and keep serving")
 
 
+def _has_gui() -> bool:
+    """A graphical browser can open: always on macOS and Windows; on other systems only with a display
+    (without one, Python's webbrowser would start a text browser in this very terminal)."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 class _Stop(Exception):
     pass
 
@@ -45,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(server.url, flush=True)
     else:
         print(f"subconscious ui: {server.url}\n(read-only until you allow editing on the page; Ctrl-C stops it)", file=sys.stderr, flush=True)
-    if not args.no_browser:
+    if not args.no_browser and _has_gui():
         import webbrowser
 
         try:
