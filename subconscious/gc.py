@@ -166,10 +166,11 @@ def _listdir(path: Path) -> list[str]:
         return []
 
 
-def make_plan(store: Store, local_root: Path, *, age_ms: int, now_ms: int | None = None) -> GcPlan:
+def make_plan(store: Store, local_root: Path, *, age_ms: int, now_ms: int | None = None, snap=None) -> GcPlan:
+    """``snap``: the store's read, when the caller has it already (doctor)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     floor, sessions = session_facts(store)
-    snap = store.read()
+    snap = store.read() if snap is None else snap
     # an entry nobody stamped yet (upstream's legacy entry) has no known age: the next write stamps it
     entries = {k: r.stamp for k, r in snap.live.items() if not r.legacy}
     return plan_gc(now_ms=now_ms, age_ms=age_ms, old_floor=floor, sessions=sessions, entries=entries,

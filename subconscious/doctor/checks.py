@@ -348,6 +348,9 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
         from ..state.store import TOMBSTONE_RETENTION_MS
 
         report.findings += stale_shards(snap.shards, host.id, host.name, now_ms, TOMBSTONE_RETENTION_MS)
+        from .retire import gc_due
+
+        report.findings += gc_due(store, local.root, now_ms, snap)
         shards, shard_rows = _read_shards(home, host.id)
         report.findings += shard_rows
         report.findings += session_splits(shards, snap.raw)

@@ -39,6 +39,8 @@ KINDS: dict[str, str] = {
     "stale-shard": "a host that has not written for the retention window, or whose id was replaced on the same "
                    "machine; its shard keeps old deletes from being pruned (--fix retires it: adopted, then kept "
                    "under backups/)",
+    "gc-due": "sessions with no activity for longer than 30 days on every machine, or backups/ and quarantine/ "
+              "files that old: `subconscious gc` retires them (--dry-run shows which)",
     "encryption": "encryption findings (from subconscious.blockcache.encryption_findings, which names its own "
                   "kinds: unknown key ids, damaged key files, keys inside the synced dir, ...)",
 }

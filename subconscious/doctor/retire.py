@@ -33,3 +33,19 @@ def stale_shards(shards: Mapping[str, object], this_host: str, this_name: str, n
                             "(adopts what it holds, then moves it to backups/)",
                             fixable=True, host=host, details={"written_ms": written, "name": name}))
     return rows
+
+
+def gc_due(store, local_root, now_ms: int, snap=None) -> list[Finding]:
+    """A note when ``subconscious gc`` (default age) would retire sessions or prune set-aside files."""
+    from ..gc import make_plan
+    from ..state.retention import DEFAULT_AGE, parse_age
+
+    from .findings import INFO
+
+    plan = make_plan(store, local_root, age_ms=parse_age(DEFAULT_AGE), now_ms=now_ms, snap=snap)
+    if not plan.retire and not plan.prune:
+        return []
+    return [Finding("gc-due", INFO, "", f"{len(plan.retire)} session(s) have had no activity for over {DEFAULT_AGE} "
+                    f"on every machine, and {len(plan.prune)} set-aside path(s) under backups/ or quarantine/ are "
+                    f"that old: `subconscious gc` retires them (`subconscious gc --dry-run` shows which)",
+                    details={"sessions": sorted(plan.retire), "set_aside": sorted(plan.prune)})]

@@ -204,3 +204,21 @@ def test_watch_runs_gc_once_a_day(tmp_path):
     w.request_stop()
     thread.join(10)
     assert not thread.is_alive()
+
+
+def test_doctor_notes_a_home_that_needs_gc_and_not_one_that_does_not(tmp_path):
+    from subconscious.doctor.checks import diagnose
+
+    def gc_notes(name: str) -> list:
+        env = {"LETTA_HOME": str(tmp_path / name), "SUBCONSCIOUS_STATE_DIR": str(tmp_path / "local-alpha"),
+               "SUBCONSCIOUS_HOST": "alpha", "HOME": str(tmp_path)}
+        return [f for f in diagnose(env, str(tmp_path)).findings if f.kind == "gc-due"]
+
+    session(store(tmp_path, "alpha", home=tmp_path / "recent" / ".letta" / "claude", at=RECENT), "fresh", 1)
+    assert gc_notes("recent") == []
+    old_home = tmp_path / "old" / ".letta" / "claude"
+    session(store(tmp_path, "beta", home=old_home, at=OLD), "old", 1)
+    found = gc_notes("old")
+    assert len(found) == 1 and found[0].details["sessions"] == ["old"] and "subconscious gc" in found[0].message
+    run_gc(store(tmp_path, "alpha", home=old_home), tmp_path / "local-alpha", age_ms=parse_age("30d"))
+    assert gc_notes("old") == []
