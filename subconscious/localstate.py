@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import socket
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .state.files import atomic_write, ensure_dir
 from .state.ids import InvalidIdentifier, check_host_id
 
 
@@ -83,6 +79,12 @@ def host_identity(dirs: LocalDirs, env: dict[str, str] | os._Environ = os.enviro
             pass
         except (ValueError, KeyError, TypeError, InvalidIdentifier) as exc:
             raise RuntimeError(f"{path} is damaged ({exc}); move it away to get a new host id") from None
+        import secrets  # creating the id: once per machine, not on every hook
+        import socket
+        import time
+
+        from .state.files import atomic_write, ensure_dir
+
         name = socket.gethostname() or "host"
         data = {"id": "h" + secrets.token_hex(6), "name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         ensure_dir(dirs.root)

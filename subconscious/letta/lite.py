@@ -1,7 +1,7 @@
 """Stdlib-only reads for the per-tool hot path (PreToolUse): no httpx import.
 
-``import subconscious.letta.lite`` costs about 20 ms (urllib) where ``subconscious.letta.client`` costs
-about 75 ms (httpx). Only the GETs a hook needs are here; everything else uses ``LettaClient``. Errors are
+``import subconscious.letta.lite`` needs ``socket`` alone (:mod:`.wire` does the GET; urllib, ~20 ms of
+imports, only behind an opener seam or a proxy) where ``subconscious.letta.client`` costs about 75 ms (httpx). Only the GETs a hook needs are here; everything else uses ``LettaClient``. Errors are
 the same LettaError family with the same messages, and the API key is kept out of them the same way.
 Proxies from the environment (HTTPS_PROXY, NO_PROXY) are honoured, as httpx does. Redirects are never
 followed (urllib's default opener would follow one to any host and send ``Authorization`` along): a 3xx is
@@ -10,27 +10,18 @@ an error that names where the server points.
 from __future__ import annotations
 
 import json
+import os
 import socket
-import urllib.error
-import urllib.parse
-import urllib.request
+import urllib.parse  # loaded with .config already
 from typing import Callable
 
+from . import wire
 from .config import check_id, display_url, normalize_base_url
 from .errors import LettaConnectionError, LettaError, LettaProtocolError, LettaTimeoutError, detail_of, \
     error_for_status, redact, redirect_error
 
 Opener = Callable[..., object]  # urllib.request.urlopen-compatible (the test seam)
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Turn every 3xx into an HTTPError instead of a new request (which would carry the API key)."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-_opener: urllib.request.OpenerDirector | None = None
+_opener = None  # urllib's, built on first use (only with an opener seam or a proxy: the rest goes by wire)
 _process_opener: Opener | None = None  # every read of this process, when set (subconscious serve: kept-alive)
 
 
@@ -40,10 +31,18 @@ def use_opener(opener: Opener | None) -> None:
     _process_opener = opener
 
 
-def _open(req: urllib.request.Request, timeout: float):
+def _open(req, timeout: float):
     global _opener
     if _opener is None:
-        _opener = urllib.request.build_opener(_NoRedirect)  # proxies from the environment, as urlopen
+        import urllib.request
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            """Turn every 3xx into an HTTPError instead of a new request (which would carry the API key)."""
+
+            def redirect_request(self, req, fp, code, msg, headers, newurl):
+                return None
+
+        _opener = urllib.request.build_opener(NoRedirect)  # proxies from the environment, as urlopen
     return _opener.open(req, timeout=timeout)
 
 
@@ -57,12 +56,55 @@ def get_json(base_url: str | None, path: str, *, api_key: str | None = None, par
     headers = {"Accept": "application/json", "User-Agent": "subconscious-letta-lite"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    req = urllib.request.Request(url, headers=headers, method="GET")
     where = display_url(base)
+    chosen = opener or _process_opener
+    if chosen is None and not wire.proxied(os.environ):  # the common case: no urllib import at all
+        failure, body = _get_direct(url, headers, timeout, what, where, api_key)
+    else:
+        failure, body = _get_urllib(chosen or _open, url, headers, timeout, what, where, api_key)
+    if failure is not None:
+        raise failure  # outside the except blocks: no chain to the urllib error or its request headers
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        raise LettaProtocolError(f"{what}: the answer is not JSON", f"is LETTA_BASE_URL ({where}) a Letta server?",
+                                 detail=redact(body[:200].decode("utf-8", "replace"), api_key)) from None
+
+
+def _timed_out(what: str, timeout: float, where: str) -> LettaTimeoutError:
+    return LettaTimeoutError(f"{what} timed out (limit {timeout:g} s)",
+                             f"the Letta server at {where} is slow or unreachable; retry later")
+
+
+def _get_direct(url: str, headers: dict, timeout: float, what: str, where: str, api_key: str | None
+                ) -> tuple[LettaError | None, bytes]:
+    """One GET by :mod:`.wire`; the errors are those urllib's path gives for the same answers."""
+    try:
+        status, found, body = wire.get(url, headers, timeout)
+    except (TimeoutError, socket.timeout):
+        return _timed_out(what, timeout, where), b""
+    except (OSError, ValueError) as e:
+        return LettaConnectionError(f"{what}: cannot connect to Letta at {where}", "start the server or fix LETTA_BASE_URL",
+                                    detail=redact(str(e), api_key)), b""
+    if 300 <= status < 400:
+        location = found.get("location")
+        return redirect_error(what, status, redact(location, api_key) if location else None, where=where), b""
+    if not 200 <= status < 300:
+        return error_for_status(what, status, redact(detail_of(body.decode("utf-8", "replace")), api_key), where=where,
+                                key_set=bool(api_key)), b""
+    return None, body
+
+
+def _get_urllib(open_, url: str, headers: dict, timeout: float, what: str, where: str, api_key: str | None
+                ) -> tuple[LettaError | None, bytes]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, headers=headers, method="GET")
     failure: LettaError | None = None
     body = b""
     try:
-        with (opener or _process_opener or _open)(req, timeout=timeout) as resp:
+        with open_(req, timeout=timeout) as resp:
             body = resp.read()
     except urllib.error.HTTPError as e:
         if 300 <= e.code < 400:
@@ -76,24 +118,16 @@ def get_json(base_url: str | None, path: str, *, api_key: str | None = None, par
             failure = error_for_status(what, e.code, redact(detail_of(text), api_key), where=where,
                                        key_set=bool(api_key))
     except (TimeoutError, socket.timeout):
-        failure = LettaTimeoutError(f"{what} timed out (limit {timeout:g} s)",
-                                    f"the Letta server at {where} is slow or unreachable; retry later")
+        failure = _timed_out(what, timeout, where)
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         if isinstance(reason, (TimeoutError, socket.timeout)):
-            failure = LettaTimeoutError(f"{what} timed out (limit {timeout:g} s)",
-                                        f"the Letta server at {where} is slow or unreachable; retry later")
+            failure = _timed_out(what, timeout, where)
         else:
             failure = LettaConnectionError(f"{what}: cannot connect to Letta at {where}",
                                            "start the server or fix LETTA_BASE_URL",
                                            detail=redact(str(reason), api_key))
-    if failure is not None:
-        raise failure  # outside the except blocks: no chain to the urllib error or its request headers
-    try:
-        return json.loads(body) if body else None
-    except ValueError:
-        raise LettaProtocolError(f"{what}: the answer is not JSON", f"is LETTA_BASE_URL ({where}) a Letta server?",
-                                 detail=redact(body[:200].decode("utf-8", "replace"), api_key)) from None
+    return failure, body
 
 
 def list_messages(base_url: str | None, conversation_id: str, *, api_key: str | None = None, limit: int = 20,
