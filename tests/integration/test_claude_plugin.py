@@ -15,6 +15,10 @@ pytestmark = pytest.mark.claude
 
 EVENTS = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit",
           "PreToolUse": "pre-tool-use", "Stop": "stop"}
+# every event hooks.json handles; a `claude -p` run with one tool call fires EVENTS, then SessionEnd
+PLUGIN_EVENTS = {**EVENTS, "StopFailure": "stop-failure", "PreCompact": "pre-compact", "PostCompact": "post-compact",
+                 "SubagentStart": "subagent-start", "SubagentStop": "subagent-stop", "SessionEnd": "session-end"}
+RUN = [*EVENTS.values(), "session-end"]
 NO_SUBCONSCIOUS_PATH = "/usr/bin:/bin"
 
 
@@ -29,8 +33,8 @@ def test_plugin_validates(claude_code, tmp_path):
 
 def test_hooks_config_shape():
     hooks = json.loads((REPO_ROOT / "hooks" / "hooks.json").read_text())["hooks"]
-    assert set(hooks) == set(EVENTS)
-    for event, arg in EVENTS.items():
+    assert set(hooks) == set(PLUGIN_EVENTS)
+    for event, arg in PLUGIN_EVENTS.items():
         (group,) = hooks[event]
         (hook,) = group["hooks"]
         # exec form (no shell string): the launcher, which finds the command and maps exit 2 to 1
@@ -38,7 +42,7 @@ def test_hooks_config_shape():
                                                                  ["${CLAUDE_PLUGIN_ROOT}/hooks/run", arg])
         assert "async" not in hook  # an async Stop is cancelled when `claude -p` exits (2.1.332)
     assert hooks["PreToolUse"][0]["matcher"] == "*"
-    assert {e: hooks[e][0]["hooks"][0]["timeout"] for e in EVENTS} == {
+    assert {e: hooks[e][0]["hooks"][0]["timeout"] for e in EVENTS} == {  # the lifecycle's own: their tests
         "SessionStart": 15, "UserPromptSubmit": 10, "PreToolUse": 5, "Stop": 120}
 
 
@@ -87,8 +91,8 @@ def test_each_event_reaches_subconscious_with_real_stdin(claude_sandbox, recordi
                                           "LETTA_BASE_URL": "http://127.0.0.1:9"})
     assert run.returncode == 0, run.describe()
     recs = recording_subconscious.records()
-    assert [r["argv"] for r in recs] == [["hook", "session-start"], ["hook", "user-prompt-submit"],
-                                         ["hook", "pre-tool-use"], ["hook", "stop"]]
+    assert [r["argv"] for r in recs] == [["hook", ev] for ev in RUN]
+    recs = recs[:4]
     for r in recs:
         stdin = r["stdin"]
         assert EVENTS[stdin["hook_event_name"]] == r["argv"][1]
@@ -157,7 +161,7 @@ def test_failing_subconscious_never_blocks(claude_sandbox, tmp_path, code):
     assert run.seen_by_model("The secret word is PAPAYA.")      # the tool call was not blocked
     assert len(run.message_requests()) == 2                      # Stop did not send the model back to work
     assert not run.seen_by_model("LEAKED_STDOUT_OF_FAILED_HOOK")
-    assert [r["argv"][1] for r in read_recordings(tmp_path / "rec")] == list(EVENTS.values())
+    assert [r["argv"][1] for r in read_recordings(tmp_path / "rec")] == RUN
     assert {r["exit_code"] for r in _hook_responses(run)} == {1}
 
 
@@ -197,6 +201,7 @@ def test_pipx_location_is_used_when_path_lacks_it(claude_sandbox, tmp_path):
     run = claude_sandbox.run("[[text:ok]] hi", path=NO_SUBCONSCIOUS_PATH)
     assert run.returncode == 0, run.describe()
     recs = read_recordings(tmp_path / "rec")
-    assert [r["argv"] for r in recs] == [["hook", "session-start"], ["hook", "user-prompt-submit"], ["hook", "stop"]]
+    assert [r["argv"] for r in recs] == [["hook", "session-start"], ["hook", "user-prompt-submit"], ["hook", "stop"],
+                                         ["hook", "session-end"]]
     assert recs[1]["stdin"]["prompt"] == "[[text:ok]] hi"
     assert run.seen_by_model("RECORDED_DOUBLE_PROMPT_CONTEXT")

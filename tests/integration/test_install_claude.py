@@ -18,7 +18,9 @@ pytestmark = pytest.mark.claude
 
 OTHER_TOOL = {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "echo OTHER_TOOL_SAYS_HELLO"}]}]},
               "env": {"OTHER_TOOL_SETTING": "kept"}}
-ALL = [["hook", "session-start"], ["hook", "user-prompt-submit"], ["hook", "pre-tool-use"], ["hook", "stop"]]
+# what one `claude -p` run with a tool call fires (SessionEnd ends every run)
+ALL = [["hook", "session-start"], ["hook", "user-prompt-submit"], ["hook", "pre-tool-use"], ["hook", "stop"],
+       ["hook", "session-end"]]
 
 
 def subconscious(sandbox, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -60,7 +62,8 @@ def test_install_into_user_settings_fires_our_hooks_without_the_plugin(claude_sa
     assert run.seen_by_model("OTHER_TOOL_SAYS_HELLO")                                 # the other tool still runs
 
     p = subconscious(claude_sandbox, "uninstall")
-    assert p.returncode == 0 and "removed 4 subconscious hooks" in p.stdout, p.stdout + p.stderr
+    handled = len(json.loads((REPO_ROOT / "hooks" / "hooks.json").read_text())["hooks"])  # one handler per event
+    assert p.returncode == 0 and "removed %d subconscious hooks" % handled in p.stdout, p.stdout + p.stderr
     assert user_settings.read_bytes() == original
     after = turn(claude_sandbox)
     assert len(recording_subconscious.records()) == len(ALL)  # no new calls
