@@ -176,8 +176,8 @@ def http_call(url: str, method: str, path: str, headers: dict | None = None, bod
 
 def test_viewer_refuses_every_request_without_the_token(viewer):
     token = viewer.split("token=", 1)[1]
-    for path in ("/", "/static/app.js", "/api/memory", "/api/health", "/?token=" + token[:-1] + "A",
-                 "/api/sessions?token="):
+    wrong = token[:-1] + ("A" if token[-1] != "A" else "B")
+    for path in ("/", "/static/app.js", "/api/memory", "/api/health", "/?token=" + wrong, "/api/sessions?token="):
         status, body = http_call(viewer, "GET", path)
         assert status == 403, path
         assert token not in body.decode()
