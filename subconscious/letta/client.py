@@ -8,10 +8,21 @@ the Authorization header would go along to wherever a 3xx points; a 3xx is an er
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-import httpx
+if "httpx" not in sys.modules:
+    # httpx imports its command-line client (click, pygments, rich) whenever they are installed: ~50 ms for every
+    # SessionStart and worker, and we never run it. A None entry makes that one import fail, which httpx handles
+    # (its ``main`` then prints an install hint); the entry goes again so nothing else is kept from it.
+    sys.modules["httpx._main"] = None  # type: ignore[assignment]
+    try:
+        import httpx
+    finally:
+        if sys.modules.get("httpx._main", 0) is None:
+            del sys.modules["httpx._main"]
+import httpx  # noqa: E402 - after the guard above
 
 from .config import DEFAULT_BASE_URL, LettaSettings, check_id, display_url, normalize_base_url
 from .errors import (LettaConnectionError, LettaError, LettaHTTPError, LettaNotFoundError, LettaProtocolError,
