@@ -164,6 +164,12 @@ function renderHistory(h) {
 
 // ------------------------------------------------------------------ sessions and messages
 
+function readErrors(errors) {
+  if (!errors || errors.length === 0) return null;
+  return el("p", { class: "error" }, `could not read ${errors.length} conversation${errors.length === 1 ? "" : "s"}: `,
+    errors.map((e) => `${e.session}: ${e.error}`).join("; "));
+}
+
 function pendingText(p) {
   if (p === null || p === undefined) return "kept on its machine";
   if (p.length === 0) return "nothing";
@@ -176,8 +182,8 @@ function renderSessions(s) {
     el("td", { class: "path", text: x.project || "—" }), el("td", { text: when(x.started) }),
     el("td", { text: when(x.last_delivery) }), el("td", { text: x.cursor ?? "—" }),
     el("td", { text: pendingText(x.pending) }), el("td", { text: x.ended ? when(x.ended) : "open" })));
-  if (rows.length === 0) return fill("sessions", el("p", { class: "muted", text: "no sessions yet" }));
-  fill("sessions", table(["session", "machine", "project", "started", "last delivery", "cursor", "pending", "ended"], rows, "sessions"));
+  if (rows.length === 0) return fill("sessions", el("p", { class: "muted", text: "no sessions yet" }), readErrors(s.errors));
+  fill("sessions", readErrors(s.errors), table(["session", "machine", "project", "started", "last delivery", "cursor", "pending", "ended"], rows, "sessions"));
 }
 
 function renderMessages(m) {
@@ -193,14 +199,14 @@ function renderMessages(m) {
   }
   const shown = msgs.filter((x) => (!hostSel.value || (x.host || "?") === hostSel.value)
     && (!sesSel.value || (x.session || "?") === sesSel.value));
-  if (shown.length === 0) return fill("messages", el("p", { class: "muted", text: "no messages" }));
+  if (shown.length === 0) return fill("messages", readErrors(m.errors), el("p", { class: "muted", text: "no messages" }));
   const groups = new Map();
   for (const x of shown) {
     const key = `${x.session || "?"}\u0000${x.host || "?"}`;
     if (!groups.has(key)) groups.set(key, []);
     groups.get(key).push(x);
   }
-  fill("messages", [...groups.entries()].map(([key, items]) => {
+  fill("messages", readErrors(m.errors), [...groups.entries()].map(([key, items]) => {
     const [session, host] = key.split("\u0000");
     return el("div", { class: "card timeline", "data-session": session },
       el("h3", {}, `session ${session}`, el("span", { class: "muted", text: ` on ${items[0].host_name || host}` })),
