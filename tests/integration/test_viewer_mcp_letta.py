@@ -280,3 +280,16 @@ def test_claude_code_starts_the_plugins_mcp_server_and_its_tool_answers_the_mode
                if isinstance(block, dict) and block.get("type") == "tool_result"]
     assert results, f"the model never got a tool result; {run.describe()}"
     assert f"[guidance] {LAPTOP_FACT}" in json.dumps(results), run.describe()
+
+
+@pytest.mark.claude
+def test_the_plugins_slash_commands_reach_the_model_with_their_arguments(home, claude_sandbox):
+    """/subconscious:ask and /subconscious:memory (commands/*.md) are the plugin's, expand with the user's
+    words, and ask the model to use the MCP tools (the run's hooks add sessions: last in this module)."""
+    env = {k: v for k, v in home["laptop"].env.items() if k.startswith(("LETTA_", "SUBCONSCIOUS_"))}
+    for command, words, tool in (("/subconscious:ask", "what broke CI yesterday?", "ask_subconscious"),
+                                 ("/subconscious:memory", "flaky login", "search_memory")):
+        run = claude_sandbox.run(f"{command} {words}", env=env, path=claude_sandbox.path_with_subconscious())
+        assert run.returncode == 0, run.describe()
+        text = run.bodies_text()
+        assert words in text and f"Call the `{tool}` tool of the subconscious MCP server" in text, run.describe()
