@@ -141,7 +141,7 @@ def test_sessions_shows_both_machines_as_the_state_and_the_server_have_them(two_
         users = [x for x in conversation_messages(two_machines["base_url"], state.conversation_id)
                  if x.get("message_type") == "user_message"]
         assert r["last_delivery"] == users[-1]["date"]
-        assert r["ended"] is None
+    assert rows[laptop.sid]["ended"] is None  # still running
     assert rows[desktop.sid]["pending"] == [] and rows[laptop.sid]["pending"] is None  # seen from the desktop
 
     text = desktop.cli("sessions").stdout
@@ -218,3 +218,16 @@ def test_ask_answers_on_its_own_conversation_and_leaves_the_sessions_alone(two_m
     assert reader(two_machines["tmp"]).setting("askConversation")["conversationId"] == first["conversation"]
     side = [m for m in conversation_messages(base_url, first["conversation"]) if m.get("message_type") == "user_message"]
     assert len(side) == 3 and "the tests run with pytest -x" in json.dumps(side[0]["content"])
+
+
+def test_sessions_shows_the_end_session_end_recorded(two_machines):
+    laptop, desktop = two_machines["laptop"], two_machines["desktop"]
+    hook("session-end", {**desktop.base, "hook_event_name": "SessionEnd", "reason": "logout"}, desktop.env)
+    state = reader(two_machines["tmp"]).session(desktop.sid)
+    assert state.ended_at and state.end_reason == "logout"
+    rows = {r["session"]: r for r in laptop.json("sessions", "--offline")["sessions"]}
+    assert (rows[desktop.sid]["ended"], rows[desktop.sid]["end_reason"]) == (state.ended_at, "logout")
+    assert rows[laptop.sid]["ended"] is None and rows[desktop.sid]["last_delivery"] is None  # offline: no server
+    text = laptop.cli("sessions").stdout
+    assert "ended" in text.splitlines()[0] and "logout" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
