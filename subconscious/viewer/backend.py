@@ -161,7 +161,10 @@ class SeeBackend:
         report["quarantine"] = [
             {"path": item.get("file"), "original": item.get("original"), "kind": item.get("kind"), "at": item.get("at")}
             for f in findings if f.get("kind") == "quarantined" for item in (f.get("details") or {}).get("items", [])]
-        report["encryption"] = encryption_state(_key_status(home))
+        try:
+            report["encryption"] = encryption_state(_key_status(home))
+        except Exception as exc:  # noqa: BLE001 - a damaged key ring must not hide the rest of the home's health
+            report["encryption"] = {"enabled": None, "error": _reason(exc)}
         return report
 
     def edit_block(self, label: str, value: str, expected: str | None) -> dict:

@@ -100,6 +100,7 @@ function renderHealth(h) {
 
 function encryptionText(e) {
   if (!e) return "unknown";
+  if (e.error) return `unknown: ${e.error}`;
   if (!e.enabled) return "off: cached block values are plain text in the shared home";
   let s = `on (key ${e.key_id || "?"})`;
   s += e.this_machine_has_key ? ", this machine has the key" : ", this machine does NOT have the key";
