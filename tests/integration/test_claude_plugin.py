@@ -54,7 +54,7 @@ def _path_without_python(sandbox) -> str:
     """A PATH with the tools the launcher uses but no `subconscious`, python3 or uv."""
     tools = sandbox.root / "tools"
     tools.mkdir(exist_ok=True)
-    for name in ("date", "mkdir", "setsid", "nohup", "sed", "head", "tr", "cut", "cp", "find", "rm", "mv", "tail"):
+    for name in ("date", "mkdir", "setsid", "nohup", "nice", "sed", "head", "tr", "cut", "cp", "find", "rm", "mv", "tail"):
         (tools / name).symlink_to(shutil.which(name))
     return str(tools)
 

@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # what hooks/run and hooks/setup call besides shell builtins
-UTILS = ("date", "mkdir", "setsid", "nohup", "sed", "head", "tr", "cut", "cp", "find", "rm", "mv", "tail", "sleep", "chmod")  # chmod: the fake pip
+UTILS = ("date", "mkdir", "setsid", "nohup", "nice", "sed", "head", "tr", "cut", "cp", "find", "rm", "mv", "tail", "sleep", "chmod")  # chmod: the fake pip
 
 FAKE_PYTHON = r"""#!/bin/sh
 # a fake Python {version}: answers hooks/setup's version probes, "creates" a venv, "pip installs" a stub
