@@ -6,6 +6,10 @@ fetch TTL of the last fetch: then all there is to do is read stdin, read one sma
 exactly that with what the interpreter has already loaded plus ``json`` — no store, no Letta client, no
 ``logging``, no ``platformdirs``, no dataclasses — and exits 0.
 
+Stop is the other hook whose work fits here: once its session has begun on this machine, it records the
+transcript path in the session's machine-local file and starts the detached worker (``os.posix_spawn``:
+no ``subprocess`` import), which reads the transcript itself.
+
 Anything it is not sure about (input that is not a plain JSON object with a valid session id, a setting
 it does not recognise, no claims file, the TTL over) goes to :func:`subconscious.hookrun.run` with the
 bytes already read, which decides and logs exactly as before: this path only ever takes the shortcut on
@@ -20,8 +24,6 @@ import os
 import sys
 import time
 
-# the shortcut's deadline (hookrun.EVENTS gives the full path's: pre-tool-use 4 s, its hooks.json timeout 5 s)
-SHORTCUT_DEADLINE = 4.0
 STDIN_CAP = 8 * 1024 * 1024  # as hookrun.STDIN_CAP
 MODES = ("whisper", "full")
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
@@ -95,21 +97,33 @@ def last_fetch_ms(directory: str, session_id: str) -> int | None:
     return value if type(value) is int else None
 
 
-def within_ttl(raw: bytes, env=os.environ, now_ms: int | None = None) -> bool:
-    """True when this PreToolUse has nothing to do: another hook of the session began a fetch less than the
-    TTL ago (or LETTA_MODE is off). False means "not sure": the full path runs."""
+def _input(raw: bytes, env) -> tuple[dict, str, str] | None:
+    """(hook input, session id, mode) when the input is a plain JSON object with a valid session id and
+    LETTA_MODE is one this path knows; None otherwise (the full path decides, and logs why)."""
     import json
 
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
-        return False
+        return None
     if not isinstance(data, dict):
-        return False
+        return None
     sid = plain_session_id(data.get("session_id"))
     mode = (env.get("LETTA_MODE") or "whisper").strip().lower()
-    if sid is None or mode not in MODES:
-        return mode == "off" and sid is not None  # off: the full path would skip it too
+    if sid is None or (mode not in MODES and mode != "off"):
+        return None
+    return data, sid, mode
+
+
+def within_ttl(raw: bytes, env=os.environ, now_ms: int | None = None) -> bool:
+    """True when this PreToolUse has nothing to do: another hook of the session began a fetch less than the
+    TTL ago (or LETTA_MODE is off). False means "not sure": the full path runs."""
+    got = _input(raw, env)
+    if got is None:
+        return False
+    _, sid, mode = got
+    if mode == "off":
+        return True  # the full path would skip it too
     ttl, directory = fetch_ttl_ms(env), state_dir(env)
     if ttl is None or directory is None:
         return False
@@ -118,43 +132,161 @@ def within_ttl(raw: bytes, env=os.environ, now_ms: int | None = None) -> bool:
     return fetched is not None and 0 <= now - fetched < ttl
 
 
+# ---------------------------------------------------------------- Stop: the handover to the worker
+
+HANDOVER_FIELDS = ("transcript_path", "cwd", "pending_update", "pending_cursor")
+
+
+def handed_over(raw: bytes, env=os.environ) -> bool:
+    """Stop's whole job when the session began on this machine (its machine-local file records the home
+    and the conversation a start message was queued for, and the shared home has its state file): record
+    the transcript path in that file (localsession's lock and merge: these fields only) and start the
+    detached worker, which reads the transcript itself. False: not sure, the full path runs (it also
+    begins a session whose SessionStart failed)."""
+    got = _input(raw, env)
+    if got is None:
+        return False
+    data, sid, mode = got
+    if mode == "off":
+        return True
+    path, directory = data.get("transcript_path"), state_dir(env)
+    if not isinstance(path, str) or not os.path.isfile(path) or directory is None:
+        return False
+    sessions = os.path.join(directory, "sessions")
+    local = _read_json(os.path.join(sessions, sid + ".json"))
+    if not local or not _text(local.get("start_for")) or not _text(local.get("home")):
+        return False
+    state_home = os.path.join(local["home"], ".letta", "claude")
+    if not any(os.path.isfile(os.path.join(d, f"session-{sid}.json"))
+               for d in (state_home, os.path.join(state_home, "hosts", env.get("SUBCONSCIOUS_HOST") or "-"))):
+        return False  # not recorded in the shared home (damaged, moved): the full path begins it again
+    cwd = data.get("cwd") if _text(data.get("cwd")) else local.get("cwd")
+    _update_local(sessions, sid, {"transcript_path": path, "cwd": cwd, "pending_update": None,
+                                  "pending_cursor": None})
+    _spawn_worker(sid, cwd if isinstance(cwd, str) and os.path.isdir(cwd) else None, env)
+    _pickup(sessions)
+    return True
+
+
+def _text(value) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _read_json(path: str):
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            value = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _update_local(sessions: str, sid: str, fields: dict) -> None:
+    """These fields over the session's machine-local file as it is now, under the lock localsession.save
+    takes (flock on the directory), written by rename; nothing written when nothing changes."""
+    import fcntl
+    import json
+
+    fd = os.open(sessions, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        path = os.path.join(sessions, sid + ".json")
+        current = _read_json(path)
+        if current is None:
+            raise OSError(f"{path} went away or is unreadable")
+        if all(current.get(k) == v for k, v in fields.items()):
+            return
+        text = json.dumps({**current, **fields, "session_id": sid}) + "\n"
+        tmp = os.path.join(sessions, f".subconscious-tmp-{os.getpid()}-{time.monotonic_ns() % 10**9}")
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(out, text.encode())
+        finally:
+            os.close(out)
+        os.replace(tmp, path)
+    finally:
+        os.close(fd)
+
+
+def _spawn_worker(sid: str, cwd: str | None, env) -> None:
+    """``python -m subconscious worker --session <id>`` detached (a session of its own, stdio on /dev/null),
+    as spawn.spawn_worker starts it, without importing subprocess."""
+    if cwd:
+        os.chdir(cwd)  # this process ends right after: the worker inherits it
+    null = os.devnull
+    os.posix_spawn(sys.executable, [sys.executable, "-m", "subconscious", "worker", "--session", sid], dict(env),
+                   setsid=True, file_actions=[(os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
+                                              (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                                              (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0)])
+
+
+def _pickup(sessions: str) -> None:
+    """hookrun's retries without a Stop (spawn.pickup), imported only when a retry marker is due."""
+    now = time.time()
+    try:
+        with os.scandir(os.path.join(sessions, "pending")) as it:
+            due = any(not e.name.startswith(".") and e.stat().st_mtime <= now for e in it)
+    except OSError:
+        return
+    if due:
+        from pathlib import Path
+
+        from .spawn import pickup
+
+        try:
+            pickup(Path(sessions))
+        except Exception:  # noqa: BLE001 - a retry is never worth breaking a hook for
+            pass
+
+
 def _on_deadline(signum, frame):  # pragma: no cover - exercised by the fault tests in a subprocess
-    _log("warning", "hook pre-tool-use: gave up after %.1f s (deadline) — Claude Code goes on without it"
-         % SHORTCUT_DEADLINE)
+    _log("warning", "hook %s: gave up after %.1f s (deadline) — Claude Code goes on without it"
+         % (_running[0], _running[1]))
     os._exit(0)
+
+
+# event → (the shortcut, its deadline: hookrun.EVENTS gives the full path's, below the hooks.json timeouts)
+SHORTCUTS = {"pre-tool-use": (within_ttl, 4.0), "stop": (handed_over, 10.0)}
+_running = ["", 0.0]
 
 
 def run_hook(event: str, stdin=None) -> int:
     """``subconscious hook <event>``: the shortcut where it applies, else hookrun.run. Always 0."""
-    if event != "pre-tool-use":
+    if event not in SHORTCUTS:
         from .hookrun import run
 
         return run(event, stdin=stdin)
+    shortcut, deadline = SHORTCUTS[event]
+    _running[:] = [event, deadline]
     stdin = sys.stdin if stdin is None else stdin
     try:
         import _signal
 
         _signal.signal(_signal.SIGALRM, _on_deadline)
-        _signal.setitimer(_signal.ITIMER_REAL, SHORTCUT_DEADLINE)
+        _signal.setitimer(_signal.ITIMER_REAL, deadline)
     except (ImportError, AttributeError, ValueError, OSError):  # no SIGALRM (Windows), not the main thread
         _signal = None
     try:
         raw = stdin.buffer.read(STDIN_CAP + 1) if hasattr(stdin, "buffer") else stdin.read(STDIN_CAP + 1)
     except (OSError, ValueError) as exc:
-        _log("warning", "hook pre-tool-use: malformed input on stdin (%s); did nothing" % str(exc)[:200])
+        _log("warning", "hook %s: malformed input on stdin (%s); did nothing" % (event, str(exc)[:200]))
         return 0
     try:
         if isinstance(raw, str):
             raw = raw.encode("utf-8", "surrogatepass")
-        skip = len(raw) <= STDIN_CAP and within_ttl(raw)
-    except Exception:  # noqa: BLE001 - not sure: the full path decides (and logs why)
-        skip = False
+        done = len(raw) <= STDIN_CAP and shortcut(raw)
+    except Exception as exc:  # noqa: BLE001 - not sure: the full path decides (and logs why)
+        if _debug():
+            _log("debug", "hook %s: shortcut not taken (%s: %s)" % (event, type(exc).__name__, str(exc)[:200]))
+        done = False
     finally:
         if _signal is not None:
             _signal.setitimer(_signal.ITIMER_REAL, 0)
-    if skip:
+    if done:
         if _debug():
-            _log("debug", "hook pre-tool-use: skipped: fetched less than the TTL ago (or LETTA_MODE=off)")
+            _log("debug", "hook %s: done by the shortcut" % event)
         return 0
     import io
 
