@@ -86,20 +86,6 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
         agent_id, agent_name = resolve(ctx, client)
         conv = conversation_for(ctx, client, agent_id)
     fresh = []
-
-    def record(cur: SessionState | None) -> SessionState:
-        base = cur or SessionState(ctx.session_id, started_at=now_iso())
-        fresh[:] = [base.conversation_id != conv]
-        if base.conversation_id != conv:  # a new conversation has seen no messages and no blocks
-            base = base.evolve(last_seen_message_id=None, last_block_values=None)
-        if base.ended_at is not None:  # resumed: it runs again
-            base = base.with_end(None, None)
-        return base.evolve(conversation_id=conv, agent_id=agent_id)
-
-    ctx.store.update_session(ctx.session_id, record)
-
-    from ..transcript import session_start_message
-
     cwd = event.cwd or os.getcwd()
     local = localsession.load(ctx.sessions_dir, ctx.session_id)
     local.agent_name = agent_name
@@ -110,6 +96,25 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
 
         start = os.environ.get("CLAUDE_PROJECT_DIR") or ""
         local.project_root = project_root(start if os.path.isdir(start) else cwd)
+    from ..project import identify
+
+    project = identify(local.project_root, machine=ctx.rt.host.name)
+
+    def record(cur: SessionState | None) -> SessionState:
+        base = cur or SessionState(ctx.session_id, started_at=now_iso())
+        fresh[:] = [base.conversation_id != conv]
+        if base.conversation_id != conv:  # a new conversation has seen no messages and no blocks
+            base = base.evolve(last_seen_message_id=None, last_block_values=None)
+        if base.ended_at is not None:  # resumed: it runs again
+            base = base.with_end(None, None)
+        if base.project != project.id:  # which project, for every machine's `subconscious sessions`
+            base = base.with_project(project.id)
+        return base.evolve(conversation_id=conv, agent_id=agent_id)
+
+    ctx.store.update_session(ctx.session_id, record)
+
+    from ..transcript import session_start_message
+
     if ctx.settings.sdk_tools != "off":
         from ..tools.confine import root_refusal
 
@@ -125,10 +130,8 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
     source = event.data.get("source")
     if local.start_for != conv and (any(fresh) or source not in RESUMED):
         local.start_attempted = False
-        from ..project import identify
-
         local.pending_start = session_start_message(
-            project=identify(local.project_root, machine=ctx.rt.host.name), path=local.project_root,
+            project=project, path=local.project_root,
             session_id=ctx.session_id, timestamp=now_iso(), sdk_tools_mode=ctx.settings.sdk_tools,
             tools_refused=refused,
         )

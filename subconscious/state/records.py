@@ -266,6 +266,19 @@ class SessionState:
             rest[END_KEYS[0]], rest[END_KEYS[1]] = ended_at, end_reason
         return replace(self, extra=canonical(rest) if rest else "")
 
+    @property
+    def project(self) -> str | None:
+        """The session's project as every machine names it (:mod:`subconscious.project`), kept as ``project``
+        among the extra keys (SessionStart writes it)."""
+        value = self._extra_dict().get(PROJECT_KEY)
+        return value if isinstance(value, str) else None
+
+    def with_project(self, project: str | None) -> "SessionState":
+        rest = {k: v for k, v in self._extra_dict().items() if k != PROJECT_KEY}
+        if project is not None:
+            rest[PROJECT_KEY] = project
+        return replace(self, extra=canonical(rest) if rest else "")
+
     def _extra_dict(self) -> dict[str, Any]:
         if not self.extra:
             return {}
@@ -274,6 +287,7 @@ class SessionState:
 
 
 END_KEYS = ("endedAt", "endReason")
+PROJECT_KEY = "project"
 
 
 _SESSION_KEYS = frozenset(
