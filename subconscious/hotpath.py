@@ -152,6 +152,8 @@ def handed_over(raw: bytes, env=os.environ) -> bool:
     path, directory = data.get("transcript_path"), state_dir(env)
     if not isinstance(path, str) or not os.path.isfile(path) or directory is None:
         return False
+    if os.path.exists(os.path.join(directory, "serve", "enabled.json")):
+        return False  # served mode: hookrun's Stop also (re)starts the server (served.autostart)
     sessions = os.path.join(directory, "sessions")
     local = _read_json(os.path.join(sessions, sid + ".json"))
     if not local or not _text(local.get("start_for")) or not _text(local.get("home")):
