@@ -50,6 +50,42 @@ def conversation_for(ctx: SessionContext, client, agent_id: str) -> str:
     return conv
 
 
+class _LiteConversations:
+    """What conversation_for needs of a client, by lite (no httpx import)."""
+
+    def __init__(self, ctx: SessionContext):
+        self.ctx = ctx
+
+    def create_conversation(self, agent_id: str) -> dict:
+        from ..letta import lite
+
+        s = self.ctx.settings
+        return lite.create_conversation(s.base_url, agent_id, api_key=s.api_key, timeout=self.ctx.remaining(10.0))
+
+
+def agent_and_conversation(ctx: SessionContext) -> tuple[str, str, str]:
+    """(agent id, agent name, conversation id): the agent checked in full (resolve), or the one this machine
+    checked for the same settings less than an hour ago (:mod:`subconscious.agentcheck`: two requests and
+    the httpx import fewer); an agent that is gone since is checked in full at once."""
+    from .. import agentcheck
+    from ..letta.errors import LettaHTTPError
+
+    root = ctx.rt.local.root
+    checked = agentcheck.recent(root, agentcheck.asked(ctx.settings, ctx.store.setting(PIN)))
+    if checked is not None:
+        ctx.require_key()
+        try:
+            return (*checked, conversation_for(ctx, _LiteConversations(ctx), checked[0]))
+        except LettaHTTPError as exc:  # the agent went (or the server refuses it): the full check says why
+            log.info("session-start: the agent checked earlier failed (%s); checking again", exc)
+            agentcheck.forget(root)
+    with ctx.client(timeout=ctx.remaining(10.0)) as client:
+        agent_id, agent_name = resolve(ctx, client)
+        conv = conversation_for(ctx, client, agent_id)
+    agentcheck.remember(root, agentcheck.asked(ctx.settings, ctx.store.setting(PIN)), agent_id, agent_name)
+    return agent_id, agent_name, conv
+
+
 def handle(event: HookEvent) -> str | None:
     ctx = open_session(event)
     try:
@@ -82,9 +118,7 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
     """SessionStart's work (also done by the first Stop of a session whose SessionStart failed): the
     conversation, the session file, the start message queued for the worker. Returns the conversation id."""
     record_home(ctx)
-    with ctx.client(timeout=ctx.remaining(10.0)) as client:
-        agent_id, agent_name = resolve(ctx, client)
-        conv = conversation_for(ctx, client, agent_id)
+    agent_id, agent_name, conv = agent_and_conversation(ctx)
     fresh = []
     cwd = event.cwd or os.getcwd()
     local = localsession.load(ctx.sessions_dir, ctx.session_id)

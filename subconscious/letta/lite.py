@@ -49,19 +49,33 @@ def _open(req, timeout: float):
 def get_json(base_url: str | None, path: str, *, api_key: str | None = None, params: dict | None = None,
              timeout: float = 3.0, what: str = "reading from Letta", opener: Opener | None = None):
     """GET ``{base}/v1/{path}`` and decode JSON; ``timeout`` bounds the connect and each read."""
+    return _call("GET", base_url, path, api_key=api_key, params=params, timeout=timeout, what=what, opener=opener)
+
+
+def post_json(base_url: str | None, path: str, payload, *, api_key: str | None = None, params: dict | None = None,
+              timeout: float = 10.0, what: str = "writing to Letta", opener: Opener | None = None):
+    """POST ``payload`` (JSON) to ``{base}/v1/{path}`` and decode the JSON answer."""
+    return _call("POST", base_url, path, api_key=api_key, params=params, timeout=timeout, what=what, opener=opener,
+                 payload=json.dumps(payload).encode())
+
+
+def _call(method: str, base_url: str | None, path: str, *, api_key: str | None, params: dict | None, timeout: float,
+          what: str, opener: Opener | None, payload: bytes | None = None):
     base = normalize_base_url(base_url)
     url = f"{base}/{path.lstrip('/')}"
     if params:
         url += "?" + urllib.parse.urlencode(params)
     headers = {"Accept": "application/json", "User-Agent": "subconscious-letta-lite"}
+    if payload is not None:
+        headers["Content-Type"] = "application/json"
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     where = display_url(base)
     chosen = opener or _process_opener
     if chosen is None and not wire.proxied(os.environ):  # the common case: no urllib import at all
-        failure, body = _get_direct(url, headers, timeout, what, where, api_key)
+        failure, body = _get_direct(url, headers, timeout, what, where, api_key, method, payload)
     else:
-        failure, body = _get_urllib(chosen or _open, url, headers, timeout, what, where, api_key)
+        failure, body = _get_urllib(chosen or _open, url, headers, timeout, what, where, api_key, method, payload)
     if failure is not None:
         raise failure  # outside the except blocks: no chain to the urllib error or its request headers
     try:
@@ -76,11 +90,11 @@ def _timed_out(what: str, timeout: float, where: str) -> LettaTimeoutError:
                              f"the Letta server at {where} is slow or unreachable; retry later")
 
 
-def _get_direct(url: str, headers: dict, timeout: float, what: str, where: str, api_key: str | None
-                ) -> tuple[LettaError | None, bytes]:
-    """One GET by :mod:`.wire`; the errors are those urllib's path gives for the same answers."""
+def _get_direct(url: str, headers: dict, timeout: float, what: str, where: str, api_key: str | None,
+                method: str = "GET", payload: bytes | None = None) -> tuple[LettaError | None, bytes]:
+    """One request by :mod:`.wire`; the errors are those urllib's path gives for the same answers."""
     try:
-        status, found, body = wire.get(url, headers, timeout)
+        status, found, body = wire.request(method, url, headers, timeout, payload)
     except (TimeoutError, socket.timeout):
         return _timed_out(what, timeout, where), b""
     except (OSError, ValueError) as e:
@@ -95,12 +109,12 @@ def _get_direct(url: str, headers: dict, timeout: float, what: str, where: str, 
     return None, body
 
 
-def _get_urllib(open_, url: str, headers: dict, timeout: float, what: str, where: str, api_key: str | None
-                ) -> tuple[LettaError | None, bytes]:
+def _get_urllib(open_, url: str, headers: dict, timeout: float, what: str, where: str, api_key: str | None,
+                method: str = "GET", payload: bytes | None = None) -> tuple[LettaError | None, bytes]:
     import urllib.error
     import urllib.request
 
-    req = urllib.request.Request(url, headers=headers, method="GET")
+    req = urllib.request.Request(url, data=payload, headers=headers, method=method)
     failure: LettaError | None = None
     body = b""
     try:
@@ -149,4 +163,15 @@ def get_agent(base_url: str | None, agent_id: str, *, api_key: str | None = None
                     opener=opener)
     if not isinstance(body, dict):
         raise LettaProtocolError("reading the agent: the answer is not an object", "", detail=str(body)[:200])
+    return body
+
+
+def create_conversation(base_url: str | None, agent_id: str, *, api_key: str | None = None, timeout: float = 10.0,
+                        opener: Opener | None = None) -> dict:
+    """A new conversation on the agent (same as LettaClient.create_conversation)."""
+    body = post_json(base_url, "conversations/", {}, api_key=api_key, params={"agent_id": check_id(agent_id, "agent id")},
+                     timeout=timeout, what=f"creating a conversation for {agent_id}", opener=opener)
+    if not isinstance(body, dict) or not isinstance(body.get("id"), str):
+        raise LettaProtocolError("creating a conversation: no id in the answer",
+                                 "is this Letta server 0.16.2 or newer (conversations API)?", detail=str(body)[:200])
     return body

@@ -1,4 +1,4 @@
-"""The smallest HTTP/1.1 client that does a hook's reads: one GET on a fresh connection, nothing else.
+"""The smallest HTTP/1.1 client that does a hook's requests: one GET (or a small POST) on a fresh connection.
 
 ``urllib.request`` costs the hooks ~20 ms of imports (``http.client`` pulls in the ``email`` package;
 both import ``ssl`` even for ``http://``); this needs ``socket`` alone, and ``ssl`` only for ``https://``.
@@ -50,6 +50,13 @@ def split_url(url: str) -> tuple[str, str, int, str]:
 
 def get(url: str, headers: dict[str, str], timeout: float) -> tuple[int, dict[str, str], bytes]:
     """GET ``url``: (status, headers with lower-case names, body)."""
+    return request("GET", url, headers, timeout)
+
+
+def request(method: str, url: str, headers: dict[str, str], timeout: float, body: bytes | None = None
+            ) -> tuple[int, dict[str, str], bytes]:
+    """``method`` ``url`` (with ``body``, sent with its Content-Length): (status, headers with lower-case
+    names, body)."""
     scheme, host, port, path = split_url(url)
     address = host.encode("ascii") if host.isascii() else host  # bytes: no idna codec import
     sock = socket.create_connection((address, port), timeout=timeout)
@@ -61,9 +68,11 @@ def get(url: str, headers: dict[str, str], timeout: float) -> tuple[int, dict[st
         netloc = f"[{host}]" if ":" in host else host
         if port != (443 if scheme == "https" else 80):
             netloc += f":{port}"
-        lines = [f"GET {path} HTTP/1.1", f"Host: {netloc}", "Connection: close", "Accept-Encoding: identity"]
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {netloc}", "Connection: close", "Accept-Encoding: identity"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
         return _read_response(sock)
     finally:
         sock.close()
