@@ -74,6 +74,25 @@ def _pickup(event: HookEvent) -> None:
         pass
 
 
+SERVED_CHECK_EVENTS = ("session-start", "stop")  # still command hooks in served mode: they restart its server
+
+
+def _ensure_served(event: HookEvent, log) -> None:
+    """Served mode on (a marker file) and nothing on its port: start ``subconscious serve`` (served.autostart)."""
+    from .localstate import local_dirs
+
+    try:
+        marker = local_dirs(event.env).root / "serve" / "enabled.json"
+        if os.path.exists(marker):  # command mode: this stat is all it costs
+            from .served.autostart import ensure
+
+            ensure(marker, event.env, log, wait=1.5 if event.name == "session-start" else 0.0)
+    except Exception as exc:  # noqa: BLE001 - never worth breaking a hook for
+        if log:
+            log.warning("hook %s: could not start subconscious serve: %s: %s", event.name, type(exc).__name__,
+                        str(exc)[:300])
+
+
 def _logger():
     from .localstate import local_dirs
     from .log import setup
@@ -150,6 +169,8 @@ def run(event_name: str, stdin=None, stdout=None) -> int:
             log.debug("hook %s: done in %.0f ms", event_name, (time.monotonic() - event.started) * 1000)
         if event_name in PICKUP_EVENTS:
             _pickup(event)
+        if event_name in SERVED_CHECK_EVENTS:
+            _ensure_served(event, log)
     except Exception as exc:  # noqa: BLE001 - the whole point: log, never raise into Claude Code
         if log and getattr(exc, "quiet", False):
             log.debug("hook %s: skipped: %s", event_name, exc)

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         if args.verb == "install":
             print(f"subconscious hooks already in {shown} ({events}); nothing changed")
             if served_port:
-                _served_notes()
+                _served_notes(served_port)
         else:
             print(f"no subconscious hooks in {shown}; nothing changed")
         return 0
@@ -143,9 +143,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"added subconscious hooks to {shown} ({events}){kept}")
         _notes(new, target)
         if served_port:
-            _served_notes()
+            _served_notes(served_port)
+        elif _has_served(settings):
+            _served_off()
     else:
         print(f"removed {removed} subconscious hook{'s' if removed != 1 else ''} from {shown}{kept}")
+        if _has_served(settings):
+            _served_off()
     return 0
 
 
@@ -212,13 +216,36 @@ def _notes(settings: dict, target: Path) -> None:
         print("note: `subconscious` is not on PATH nor in ~/.local/bin; until it is, the hooks say so and do nothing")
 
 
-def _served_notes() -> None:
-    """What served mode needs besides the settings: the token in Claude Code's environment, the server."""
+def _has_served(settings: dict) -> bool:
+    from ..settingsfile import is_ours
+
+    return any(h.get("type") == "http" and is_ours(h) for groups in (settings.get("hooks") or {}).values()
+               for g in groups for h in g.get("hooks", []))
+
+
+def _served_off() -> None:
+    """This file's served hooks are gone: SessionStart stops starting the server."""
     from ..localstate import local_dirs
+    from ..served.autostart import disable
+
+    try:
+        if disable(local_dirs().root):
+            print("note: served mode is off: SessionStart no longer starts `subconscious serve` "
+                  "(a running one keeps running until stopped)")
+    except OSError:
+        pass
+
+
+def _served_notes(port: int) -> None:
+    """What served mode needs besides the settings: the token in Claude Code's environment; the marker that
+    has SessionStart start the server when nothing answers on its port."""
+    from ..localstate import local_dirs
+    from ..served.autostart import enable
     from ..served.token import ensure_token
 
     try:
         token = ensure_token(local_dirs().root)
+        enable(local_dirs().root, port)
     except (OSError, RuntimeError) as exc:
         print(f"note: cannot make the served mode's token ({exc}); `subconscious serve` will say why")
         return
@@ -227,8 +254,10 @@ def _served_notes() -> None:
         state = "is set to another token" if given else "is not set here"
         print(f"note: SUBCONSCIOUS_SERVE_TOKEN {state}: Claude Code must have it, or the server refuses its hooks "
               "(a silent skip). In your shell profile: export SUBCONSCIOUS_SERVE_TOKEN=$(subconscious serve --print-token)")
-    print("note: keep `subconscious serve` running (deploy/ has a systemd user unit and a launchd agent); "
-          "while it is not, those two hooks are skipped. `subconscious install` switches back to command hooks")
+    print("note: SessionStart starts `subconscious serve` when nothing answers on the port (or run it "
+          "yourself: deploy/ has a systemd user unit and a launchd agent). While none answers, the two hooks are "
+          "skipped and Claude Code's screen says so under each prompt and tool call. `subconscious install` "
+          "switches back to command hooks")
 
 
 def _fail(message: str, code: int) -> int:

@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
+    from ..atomic import atomic_write
     from ..letta import lite
     from ..log import setup
     from ..served.keepalive import KeptAlive
@@ -86,6 +87,8 @@ def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
         if sig is not None:
             signal.signal(sig, on_signal)
     thread = serve_in_thread(server)
+    record = root / "serve" / "server.json"  # who answers on which port (status, tests); gone with the server
+    atomic_write(record, json.dumps({"pid": os.getpid(), "port": port}) + "\n")
     log.info("serve: listening on 127.0.0.1:%d (pid %d)", port, os.getpid())
     if not args.quiet:
         print(f"subconscious serve: listening on http://127.0.0.1:{port} (hooks: /subconscious/hook/pre-tool-use, "
@@ -98,6 +101,11 @@ def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
         server.server_close()
         thread.join(timeout=5)
         lite.use_opener(None)
+        try:
+            if json.loads(record.read_text()).get("pid") == os.getpid():
+                record.unlink()
+        except (OSError, ValueError, AttributeError):
+            pass
         pool.close()
-        log.info("serve: stopped after %d answers", server.served)
+        log.info("serve: stopped after %d answers (%d connections to Letta opened)", server.served, pool.opened)
     return 0

@@ -6,12 +6,14 @@ over http, the real Letta server behind it (SessionStart and Stop stay command h
   no Letta settings at all: Claude Code's own environment reaches it in the hook headers;
 - without the token in Claude Code's environment the server refuses, and the session goes on;
 - server stopped, or wedged (accepts, never answers): the session completes with its answer, nothing on
-  stderr, nothing of the failure in what the model sees; the wedged hooks are cancelled by their timeout.
+  stderr, nothing of the failure in what the model sees; the wedged hooks are cancelled by their timeout;
+- a stopped server is started again by the next SessionStart (a command hook), before its first prompt.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from subconscious.served.autostart import answering
 from subconscious.state.store import Store
 from tests.harness.claude_code import BASE_PATH, ClaudeRun
 from tests.harness.hooks import conversation_messages
@@ -89,6 +92,14 @@ class Served:
         assert run.stderr.strip() == "" and "Traceback" not in run.stdout, run.describe()
         return run
 
+    def stop_recorded(self) -> None:
+        """Stop a server a hook started (by the pid it recorded), if one still runs: none outlives the test."""
+        try:
+            pid = json.loads((self.local / "serve" / "server.json").read_text())["pid"]
+            os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError, KeyError):
+            pass
+
     def log(self) -> str:
         p = self.local / "logs" / "subconscious.log"
         return p.read_text() if p.exists() else ""
@@ -121,9 +132,18 @@ def wait_for_agent_saying(base_url: str, conv: str, text: str, timeout: float = 
     raise AssertionError(f"the agent never said {text!r}")
 
 
-def test_served_hooks_inject_the_agents_message_and_a_stopped_or_wedged_server_is_a_silent_skip(
+def test_served_hooks_inject_the_agents_message_the_session_goes_on_without_the_server_and_it_comes_back(
         tmp_path, claude_sandbox, letta_server, letta_env):
     served = Served(claude_sandbox, tmp_path, letta_env)
+    try:
+        check_served_mode(served, tmp_path, letta_server)
+    finally:
+        served.stop()
+        served.stop_recorded()
+
+
+def check_served_mode(served: Served, tmp_path: Path, letta_server) -> None:
+    claude_sandbox = served.sandbox
     settings = claude_sandbox.config_dir / "settings.json"
     p = served.cli("install", "--served", "--port", str(served.port), "--settings", str(settings))
     assert f"served by http://127.0.0.1:{served.port}" in p.stdout, p.stdout
@@ -158,12 +178,31 @@ def test_served_hooks_inject_the_agents_message_and_a_stopped_or_wedged_server_i
     finally:
         served.stop()
 
-    # ---- server stopped: connection refused, a non-blocking error Claude Code keeps to itself
+    # ---- server stopped (and served mode's restart off): connection refused, a non-blocking error (claude -p
+    # keeps it to itself)
+    marker = served.local / "serve" / "enabled.json"
+    kept = marker.read_bytes()
+    marker.unlink()
     run4 = read_turn(served, "Server stopped.", "Fourth answer.", resume=sid)
     assert {o for o, _ in hook_outcomes(run4)["PreToolUse"]} == {"error"}
     assert hook_outcomes(run4)["Stop"] == {("success", 0)}  # the command hooks are unaffected
     for r in (run3, run4):
         assert not any(w in r.bodies_text() for w in ("ECONNREFUSED", "HTTP 401", "hook error")), r.bodies_text()[-2000:]
+    # ---- served mode on again: the next SessionStart finds nothing on the port and starts the server, with
+    # Claude Code's environment, before the session's first prompt
+    marker.write_bytes(kept)
+    record = served.local / "serve" / "server.json"
+    run5 = read_turn(served, "Served again.", "Fifth answer.", resume=sid)
+    restarted = json.loads(record.read_text())["pid"]
+    try:
+        outcomes = hook_outcomes(run5)
+        assert outcomes["UserPromptSubmit"] == outcomes["PreToolUse"] == {("success", 200)}, outcomes
+    finally:
+        os.kill(restarted, signal.SIGTERM)  # the server the Stop hook started (its pid, as it recorded it)
+        end = time.monotonic() + 20
+        while answering(served.port) and time.monotonic() < end:
+            time.sleep(0.05)
+    marker.unlink()  # served mode's restart off: the wedge below keeps the port
 
     # ---- server wedged: it accepts and never answers; Claude Code cancels each hook at its timeout
     held: list[socket.socket] = []
@@ -173,15 +212,15 @@ def test_served_hooks_inject_the_agents_message_and_a_stopped_or_wedged_server_i
     wedge.listen(16)
     threading.Thread(target=lambda: [held.append(wedge.accept()[0]) for _ in iter(int, 1)], daemon=True).start()
     try:
-        run5 = read_turn(served, "Server wedged.", "Fifth answer.", resume=sid)
+        run6 = read_turn(served, "Server wedged.", "Sixth answer.", resume=sid)
     finally:
         wedge.close()
         for s in held:
             s.close()
-    outcomes = hook_outcomes(run5)
+    outcomes = hook_outcomes(run6)
     assert outcomes["UserPromptSubmit"] == {("cancelled", None)} and outcomes["PreToolUse"] == {("cancelled", None)}
     assert held, "Claude Code never connected to the wedged server"
-    cancelled = [a for a in run5.hook_attachments() if a.get("type") == "hook_cancelled"]
+    cancelled = [a for a in run6.hook_attachments() if a.get("type") == "hook_cancelled"]
     assert {a["hookEvent"] for a in cancelled} == SERVED and all(a.get("timedOut") for a in cancelled), cancelled
-    print(f"\nserved e2e: wedged turn took {run5.seconds:.1f} s (hook timeouts 10 + 5 s); "
+    print(f"\nserved e2e: wedged turn took {run6.seconds:.1f} s (hook timeouts 10 + 5 s); "
           f"stopped {run4.seconds:.1f} s; served {run2.seconds:.1f} s")
