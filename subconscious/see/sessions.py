@@ -6,7 +6,8 @@ From the shared state (the Store API): the session's merged record (conversation
 and its machine (the host that recorded its conversation in ``conversations.json``, else its record's
 writer). From this machine's own files: what is pending here (retry markers of the worker). From the
 server, when asked: the last delivery (the newest message the worker sent into the session's
-conversation) and the project named by the session's start message.
+conversation) and the project named by the session's start message (its ``project_id``, the same on every
+machine; without the server, this machine's own sessions show their project directory's name).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Mapping
 from .when import iso_ms
 
 _PROJECT_TEXT = re.compile(r"<project>([^<]*)</project>")
+_PROJECT_ID = re.compile(r"<project_id>([^<]*)</project_id>")
 _PROJECT_ATTRS = re.compile(r"<project\s+([^>]*?)/?>")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
 
@@ -38,7 +40,8 @@ def _first(*values: Any) -> Any:
 
 
 def project_of_start(text: str) -> str | None:
-    """The project a ``<claude_code_session_start>`` message names (its id attribute, or its text)."""
+    """The project a ``<claude_code_session_start>`` message names: its ``project_id`` (the identity every
+    machine shares: a normalised git remote), else its ``id`` attribute, else its text."""
     import html
 
     m = _PROJECT_ATTRS.search(text)
@@ -47,7 +50,7 @@ def project_of_start(text: str) -> str | None:
         name = attrs.get("id") or attrs.get("name")
         if name:
             return html.unescape(name)
-    m = _PROJECT_TEXT.search(text)
+    m = _PROJECT_ID.search(text) or _PROJECT_TEXT.search(text)  # the id is the same on every machine
     return html.unescape(m.group(1)).strip() or None if m else None
 
 
@@ -127,7 +130,7 @@ def session_rows(home) -> list[dict]:
 
 def sessions(home, *, server: bool = True) -> dict:
     """``{sessions: [row…], hosts: {id: name}, this_host, errors}``; with ``server`` each row also gets its
-    last delivery and, when the state does not name it, the project of its start message."""
+    last delivery and the project its start message names."""
     rows = session_rows(home)
     errors: list[dict] = []
     if server:
@@ -137,13 +140,12 @@ def sessions(home, *, server: bool = True) -> dict:
                 continue
             try:
                 r["last_delivery"] = last_delivery(client.iter_messages_newest_first(r["conversation"], page=50))
-                if r["project"] is None:
-                    for m in client.list_messages(r["conversation"], limit=5, order="asc"):
-                        if m.get("message_type") == "user_message":
-                            from ..letta.messages import content_text
+                for m in client.list_messages(r["conversation"], limit=5, order="asc"):
+                    if m.get("message_type") == "user_message":  # the start message: the same on every machine
+                        from ..letta.messages import content_text
 
-                            r["project"] = project_of_start(content_text(m.get("content")))
-                            break
+                        r["project"] = project_of_start(content_text(m.get("content"))) or r["project"]
+                        break
             except Exception as exc:  # noqa: BLE001 - one unreadable conversation does not hide the others
                 errors.append({"session": r["session"], "conversation": r["conversation"], "error": str(exc)})
     return {"sessions": rows, "hosts": home.host_names(), "this_host": home.host_id, "errors": errors}

@@ -146,8 +146,13 @@ def test_a_session_row_says_where_pending_is_known_and_reads_an_end_when_there_i
 def test_the_project_of_a_start_message_is_the_name_it_was_given(name):
     from subconscious.transcript import session_start_message
 
+    from subconscious.project import Project
+
     text = session_start_message(project=name, path="/p", session_id="s1", timestamp="t", sdk_tools_mode="off")
     assert project_of_start(text) == name.strip()
+    shared = Project(id="github.com/me/" + name.strip(), name="checkout-dir", source="remote", branch="main")
+    text = session_start_message(project=shared, path="/p", session_id="s1", timestamp="t", sdk_tools_mode="off")
+    assert project_of_start(text) == shared.id  # the identity every machine shares, not this checkout's name
 
 
 def test_the_question_is_escaped_redacted_and_the_side_conversation_is_per_agent():
