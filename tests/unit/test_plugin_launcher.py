@@ -23,6 +23,8 @@ UTILS = ("date", "mkdir", "setsid", "nohup", "nice", "sed", "head", "tr", "cut",
 
 FAKE_PYTHON = r"""#!/bin/sh
 # a fake Python {version}: answers hooks/setup's version probes, "creates" a venv, "pip installs" a stub
+[ "$1" = -I ] && shift
+[ "$1" = -S ] && shift
 case "$1" in
   -c) case "$2" in *print*) echo {version} ;; *sys.exit*) [ {ok} = 1 ] ;; esac; exit $? ;;
 esac
