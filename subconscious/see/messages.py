@@ -66,11 +66,19 @@ def messages(home, *, session: str | None = None, host: str | None = None, limit
     client = home.letta()
     found: list[dict] = []
     errors: list[dict] = []
+    from ..letta.errors import LettaConnectionError
+
+    down: Exception | None = None  # the server did not answer: the other sessions do not wait for it again
     for r in rows:
+        if down is not None:
+            errors.append({"session": r["session"], "conversation": r["conversation"], "error": f"not read: the server did not answer before ({type(down).__name__})"})
+            continue
         try:
             notes = _notes_of(client, r["conversation"], r["last_seen_message_id"], limit)
         except Exception as exc:  # noqa: BLE001 - one unreadable conversation does not hide the others
             errors.append({"session": r["session"], "conversation": r["conversation"], "error": str(exc)})
+            if isinstance(exc, LettaConnectionError):
+                down = exc
             continue
         for n in notes:
             n.update(session=r["session"], conversation=r["conversation"], host=r["host"], host_name=r["host_name"])

@@ -134,9 +134,15 @@ def sessions(home, *, server: bool = True) -> dict:
     rows = session_rows(home)
     errors: list[dict] = []
     if server:
+        from ..letta.errors import LettaConnectionError
+
         client = home.letta()
+        down: Exception | None = None  # the server did not answer: the other rows do not wait for it again
         for r in rows:
             if not r["conversation"]:
+                continue
+            if down is not None:
+                errors.append({"session": r["session"], "conversation": r["conversation"], "error": f"not read: the server did not answer before ({type(down).__name__})"})
                 continue
             try:
                 r["last_delivery"] = last_delivery(client.iter_messages_newest_first(r["conversation"], page=50))
@@ -148,4 +154,6 @@ def sessions(home, *, server: bool = True) -> dict:
                         break
             except Exception as exc:  # noqa: BLE001 - one unreadable conversation does not hide the others
                 errors.append({"session": r["session"], "conversation": r["conversation"], "error": str(exc)})
+                if isinstance(exc, LettaConnectionError):
+                    down = exc
     return {"sessions": rows, "hosts": home.host_names(), "this_host": home.host_id, "errors": errors}
