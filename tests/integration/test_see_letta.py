@@ -172,8 +172,9 @@ def test_messages_says_what_the_agent_said_where_and_whether_claude_saw_it(two_m
     one = laptop.json("messages", "--session", laptop.sid, "--limit", "1")["messages"]
     assert len(one) == 1 and one[0]["id"] == laptop_notes[0]["id"]
 
-    text = laptop.cli("messages", "--host", "desktop").stdout
-    assert "desktop note nobody was shown yet" in text and "not shown" in text
+    text = laptop.cli("messages").stdout
+    assert "desktop note nobody was shown yet" in " ".join(text.split()) and "not shown" in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
 
 
 def test_memory_shows_the_servers_blocks_and_what_changed_since(two_machines):
@@ -197,6 +198,7 @@ def test_memory_shows_the_servers_blocks_and_what_changed_since(two_machines):
 
     text = laptop.cli("memory", "--label", "guidance", "--since", since).stdout
     assert "+ " in text and "see-test laptop fact" in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
     bad = laptop.cli("memory", "--label", "no-such-block")
     assert bad.returncode == 1 and "guidance" in bad.stderr
 
