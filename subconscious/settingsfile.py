@@ -31,9 +31,11 @@ TOKEN_HEADER = "X-Subconscious-Token"
 TOKEN_VAR = "SUBCONSCIOUS_SERVE_TOKEN"
 ENV_HEADER = "X-Subconscious-Env-"  # + a variable name: Claude Code's value of it, for the server
 # What a command hook would read from Claude Code's environment, passed to the server in headers (an http hook
-# gets no process environment); the server uses its own value where Claude Code has none.
-FORWARDED_VARS = ("LETTA_MODE", "LETTA_HOME", "LETTA_BASE_URL", "LETTA_API_KEY", "LETTA_AGENT_ID",
-                  "LETTA_SDK_TOOLS", "SUBCONSCIOUS_FETCH_TTL", "SUBCONSCIOUS_HOST", "SUBCONSCIOUS_STATE_DIR")
+# gets no process environment); the server uses its own value where Claude Code has none. Not LETTA_API_KEY:
+# whatever listens on the port gets the headers (another user's process, while ours is down), so the key stays
+# in the server's own environment (the one SessionStart starts it with is Claude Code's).
+FORWARDED_VARS = ("LETTA_MODE", "LETTA_HOME", "LETTA_BASE_URL", "LETTA_AGENT_ID", "LETTA_SDK_TOOLS",
+                  "SUBCONSCIOUS_FETCH_TTL", "SUBCONSCIOUS_HOST", "SUBCONSCIOUS_STATE_DIR")
 
 
 class SettingsError(ValueError):

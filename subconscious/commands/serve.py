@@ -4,8 +4,10 @@ long-lived per-user process on 127.0.0.1 (served mode; switch a settings file to
 launchd agent for it.
 
 Settings come from this process's environment, and per request from Claude Code's (forwarded in headers by
-the hooks ``install --served`` writes); each session's home is the one its SessionStart recorded. Start it
-with the LETTA_* variables your Claude Code has, or give them to Claude Code (they win when set there).
+the hooks ``install --served`` writes: LETTA_MODE, LETTA_HOME, LETTA_BASE_URL, ... — they win when set there;
+never LETTA_API_KEY, which only this process's own environment gives); each session's home is the one its
+SessionStart recorded. SessionStart starts it, with Claude Code's environment, when nothing answers on the
+port; started by hand or by a service, give it the LETTA_* variables your Claude Code has.
 """
 
 from __future__ import annotations

@@ -159,3 +159,32 @@ def test_the_token_is_made_once_private_and_a_damaged_one_is_kept_aside(tmp_path
     fresh = ensure_token(root)
     assert fresh != token and len(fresh) == 48
     assert [p.read_text() for p in path.parent.glob("token.damaged-*")] == ["short\n"]
+
+
+def test_session_start_starts_the_server_only_in_served_mode_and_only_when_nothing_answers(tmp_path):
+    import signal
+    import socket
+    import sys
+
+    from subconscious.served.autostart import answering, disable, enable, ensure, marker_path
+
+    root = tmp_path / "local"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "SUBCONSCIOUS_STATE_DIR": str(root),
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert ensure(marker_path(root), env) is None  # served mode off: nothing started
+    with socket.socket() as taken:  # something answers on the port: nothing started
+        taken.bind(("127.0.0.1", port))
+        taken.listen(1)
+        enable(root, port)
+        assert ensure(marker_path(root), env) is None
+    pid = ensure(marker_path(root), env, wait=10.0)
+    try:
+        assert pid is not None and answering(port)
+        assert ensure(marker_path(root), env) is None  # the one it started answers now
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+    assert disable(root) and not marker_path(root).exists()
