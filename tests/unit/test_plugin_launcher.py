@@ -146,6 +146,21 @@ def test_empty_plugin_root_is_found_from_the_scripts_own_path(sb):
     assert r.stdout == "PLUGIN-INSTALL hook pre-tool-use\n", r.stderr
 
 
+def test_empty_plugin_data_finds_the_install_made_from_this_plugin_dir(sb):
+    # a local marketplace is used in place: its dir says nothing of the data dir; the stamp does
+    local = sb.tmp / "my-clone"
+    shutil.copytree(sb.plugin, local)
+    sb.python()
+    env = {**sb.env(plugin_env=False), "CLAUDE_PLUGIN_ROOT": str(local),
+           "CLAUDE_PLUGIN_DATA": str(sb.config / "plugins" / "data" / "subconscious-mymarket")}
+    subprocess.run(["/bin/sh", str(local / "hooks" / "run"), "session-start"], env=env, capture_output=True, timeout=30)
+    sb.data = sb.config / "plugins" / "data" / "subconscious-mymarket"
+    sb.wait_setup()
+    r = sb.hook("pre-tool-use", plugin_env=False, script=local / "hooks" / "run")
+    assert r.stdout == "PLUGIN-INSTALL hook pre-tool-use\n", sb.log()
+    assert not (sb.config / "plugins" / "data" / "subconscious-inline").exists()  # no second install
+
+
 def test_concurrent_first_hooks_set_up_once(sb):
     sb.python(pip_seconds=1.5)
     procs = [subprocess.Popen(["/bin/sh", str(sb.plugin / "hooks" / "run"), ev], env=sb.env(),
