@@ -5,7 +5,7 @@ Letta keeps no history of a block, so the history is what was seen of them, each
 - ``session``: the values a session was last shown (``lastBlockValues`` of its shared state, full mode),
   at the time its record was last written (the wall part of its clock stamp) — from every machine;
 - ``seen``: the values read from the server by ``see`` on this machine (the ``memory`` command, the
-  viewer, ``ask``), appended to ``<state dir>/see/blocks.jsonl`` whenever they differ from the last line;
+  viewer), appended to ``<state dir>/see/blocks.jsonl`` whenever they differ from the last line;
 - ``server``: the values now.
 
 ``--since T`` diffs the blocks now against the newest snapshot taken at or before T, as the hooks
@@ -24,7 +24,7 @@ from ..context import as_block, changed_blocks
 from .when import iso_ms
 
 HISTORY_FILE = "blocks.jsonl"
-HISTORY_KEEP = 500  # lines kept when the file is rewritten (past twice as many)
+HISTORY_KEEP = 200  # snapshots kept when the file is rewritten (past twice as many): a few MB at most
 
 
 # --------------------------------------------------------------------------- pure

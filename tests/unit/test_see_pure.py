@@ -204,3 +204,25 @@ def test_hooks_import_neither_rich_nor_the_see_package(tmp_path):
                              text=True, env=env, timeout=60, cwd=tmp_path)
         line = [x for x in out.stderr.splitlines() if x.startswith("LOADED")]
         assert line == ["LOADED []"], (event, out.stderr[-2000:])
+
+
+def test_the_history_file_keeps_changed_snapshots_only_bounded_and_private(tmp_path):
+    import os
+    import stat
+
+    from subconscious.see.memory import HISTORY_KEEP, history_path, read_history, record_history
+
+    path = history_path(tmp_path / "local")
+    assert record_history(path, "agent-1", {"guidance": "a"}, 1) is True
+    assert record_history(path, "agent-1", {"guidance": "a"}, 2) is False  # unchanged: not appended
+    assert record_history(path, "agent-2", {"guidance": "a"}, 3) is True  # per agent
+    assert [s["at_ms"] for s in read_history(path, "agent-1")] == [1]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    for i in range(2 * HISTORY_KEEP + 5):
+        record_history(path, "agent-1", {"guidance": f"v{i}"}, 10 + i)
+    kept = read_history(path, "agent-1")
+    assert len(kept) <= 2 * HISTORY_KEEP and kept[-1]["values"] == {"guidance": f"v{2 * HISTORY_KEEP + 4}"}
+    assert [s["at_ms"] for s in kept] == sorted(s["at_ms"] for s in kept)
+    with path.open("a") as f:
+        f.write("not json\n")
+    assert read_history(path, "agent-1")[-1]["values"] == {"guidance": f"v{2 * HISTORY_KEEP + 4}"}
