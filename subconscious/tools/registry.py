@@ -3,6 +3,7 @@ one ToolResult, with the mode's policy, the per-call timeout, redaction and the 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -125,9 +126,12 @@ class Outcome:
 
 
 def finish_text(text: str, limits: Limits) -> str:
-    """Redact secrets, then cap the size (the cut never splits a secret: redaction comes first)."""
+    """Hide <private> text, redact secrets, then cap the size (the cut never splits a secret: redaction
+    comes first)."""
+    from ..private import hide_private
+
     cap = limits.max_result_chars
-    text = redact(text[:cap + 8192])
+    text = redact(hide_private(text)[:cap + 8192])
     if len(text) > cap:
         text = text[:cap] + f"\n[... result cut at {cap:,} characters]"
     return text
@@ -156,6 +160,13 @@ def execute(req: ToolCallRequest, ctx: ToolContext) -> Outcome:
         return _error(req, "the arguments are not a JSON object; the tool was not run.", lim, False, t0)
     if ctx.root is None:
         return _error(req, f"{ctx.root_error}; the tool was not run.", lim, False, t0)
+    from ..private import is_private_path, private_globs, private_result, tool_paths
+
+    globs = private_globs()
+    if globs and any(is_private_path(p, globs) or is_private_path(os.path.join(str(ctx.root.given), p), globs)
+                     for p in tool_paths(req.arguments)):
+        return _error(req, f"{req.name} names a private path (SUBCONSCIOUS_PRIVATE_PATHS): its contents never leave "
+                      "the user's machine; it was not run.", lim, False, t0)
     got = _run_isolated(req.name, ctx.root.given, req.arguments, lim)
     ms = int((time.monotonic() - t0) * 1000)
     if got is None:
@@ -163,6 +174,7 @@ def execute(req: ToolCallRequest, ctx: ToolContext) -> Outcome:
     kind, text = got
     if kind == "error":
         return Outcome(ToolResult(req.tool_call_id, finish_text("Error: " + text, lim), "error"), req.name, True, ms)
+    text = private_result(req.name, req.arguments, text, globs)  # Grep/Glob lines naming private files go
     return Outcome(ToolResult(req.tool_call_id, finish_text(text, lim), "success"), req.name, True, ms)
 
 

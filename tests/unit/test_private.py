@@ -140,3 +140,26 @@ def test_the_update_has_neither_private_text_nor_private_files():
     later = build_update(lines, 2, "s", private_paths=("secrets/**",))
     assert "QZZFILECONTENT" not in later.payload
     assert "QZZFILECONTENT" in build_update(lines, 2, "s").payload  # without the setting, files are sent
+
+
+def test_the_agents_own_tools_keep_private_text_and_paths_on_the_machine(tmp_path, monkeypatch):
+    """The agent reads the project through client tools (LETTA_SDK_TOOLS): their results leave the machine too."""
+    from subconscious.letta.messages import ToolCallRequest
+    from subconscious.tools.registry import ToolContext, execute
+
+    proj = tmp_path / "proj"
+    (proj / "secrets").mkdir(parents=True)
+    (proj / "secrets" / "plan.txt").write_text("QZZPRIVFILE launch date\n")
+    (proj / "notes.md").write_text("public line\n<private>QZZPRIVTAG</private>\nlaunch date too\n")
+    monkeypatch.setenv("SUBCONSCIOUS_PRIVATE_PATHS", "secrets/**")
+    ctx = ToolContext.for_session("read-only", str(proj))
+
+    def run(name, args):
+        return execute(ToolCallRequest("c", name, args, json.dumps(args)), ctx).result
+
+    read = run("Read", {"file_path": "notes.md"})
+    assert "public line" in read.output and "QZZPRIVTAG" not in read.output and MARKER in read.output
+    refused = run("Read", {"file_path": "secrets/plan.txt"})
+    assert refused.status == "error" and "private path" in refused.output and "QZZPRIVFILE" not in refused.output
+    grep = run("Grep", {"pattern": "launch"})
+    assert "notes.md" in grep.output and "QZZPRIVFILE" not in grep.output and "plan.txt" not in grep.output
