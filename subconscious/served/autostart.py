@@ -61,9 +61,14 @@ def ensure(marker: Path, env, log=None, wait: float = 0.0) -> int | None:
         return None
     if not 0 < port < 65536 or answering(port):
         return None
+    from ..settingsfile import FORWARDED_VARS
+
+    # Not this session's LETTA_MODE, LETTA_HOME, ...: every request brings its own session's, and a value left
+    # in the server's environment would stand in for another session that has none. The key stays (never sent).
+    keep = {k: v for k, v in env.items() if k not in FORWARDED_VARS or k == "SUBCONSCIOUS_STATE_DIR"}
     proc = subprocess.Popen([sys.executable, "-m", "subconscious", "serve", "--port", str(port), "--quiet"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=dict(env), start_new_session=True, close_fds=True)
+                            env=keep, cwd=str(marker.parent), start_new_session=True, close_fds=True)
     if log is not None:
         log.info("served mode: nothing answered on 127.0.0.1:%d; started subconscious serve (pid %d)", port, proc.pid)
     end = time.monotonic() + wait
