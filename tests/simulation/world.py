@@ -133,6 +133,7 @@ class World:
         for home in self.homes.values():
             self.fs._dir(str(home), create=True)
         self.stores = {h: self._make_store(h) for h in hosts}
+        self.retired: set[str] = set()  # sessions a gc retired: no host may read them afterwards
 
     def ctx(self):
         return self.kind.context(self.fs)
@@ -180,6 +181,7 @@ class World:
             new.engine.base = dict(self.engine.base)
             new.engine.copies = self.engine.copies
         new.stores = {h: new._make_store(h) for h in new.hosts}
+        new.retired = set(getattr(self, "retired", ()))
         return new
 
     # ------------------------------------------------------------------ time
@@ -222,6 +224,16 @@ class World:
             self.stores[host].update_session(sid, lambda cur: (cur or SessionState(sid)).evolve(
                 last_processed_index=index, last_seen_message_id=msg or f"m-{host}-{index}"))
             self.writes.append(Write(("cursor", sid), index, t0, self._t(), self.group(host), host))
+        return fn
+
+    def gc(self, host: str, age_ms: int) -> Callable[[], None]:
+        """``subconscious gc --older-than age`` on ``host`` (its machine-local dirs are not simulated: nothing
+        of this machine is in use)."""
+        def fn():
+            from subconscious.gc import run_gc
+
+            st = self.stores[host]
+            run_gc(st, Path(f"/local-{host.split('.')[0]}"), age_ms=age_ms, now_ms=st.now())
         return fn
 
     def refresh(self, host: str) -> Callable[[], None]:
@@ -423,6 +435,11 @@ class World:
                 got = -1 if s is None else s.last_processed_index
                 if got != top:
                     (v.regressions if got < top else v.lost).append(f"{key} on {h}: final cursor {got}, max acknowledged {top}")
+        # a session retired by a gc stays retired on every host (no stale version brings it back)
+        for sid in sorted(getattr(self, "retired", ())):
+            for h in sorted(self.hosts):
+                if self.stores[h].session(sid) is not None:
+                    v.resurrected.append(f"retired session {sid} reads back on {h}")
         # 5: convergence
         first = next(iter(snaps))
         for h, snap in snaps.items():
