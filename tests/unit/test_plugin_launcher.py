@@ -150,6 +150,14 @@ def test_empty_plugin_data_finds_the_install_made_from_this_plugin_dir(sb):
     # a local marketplace is used in place: its dir says nothing of the data dir; the stamp does
     local = sb.tmp / "my-clone"
     shutil.copytree(sb.plugin, local)
+    assert not (sb.config / "plugins" / "data").exists()
+    quiet = sb.hook("pre-tool-use", plugin_env=False, script=local / "hooks" / "run")  # no data dirs at all
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    inline = sb.config / "plugins" / "data" / "subconscious-inline"
+    deadline = time.monotonic() + 20
+    while ((inline / "setup.lock").exists() or not (inline / "setup.failed").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the set-up it started (no python3 here) has failed
+    shutil.rmtree(sb.config / "plugins" / "data")
     sb.python()
     env = {**sb.env(plugin_env=False), "CLAUDE_PLUGIN_ROOT": str(local),
            "CLAUDE_PLUGIN_DATA": str(sb.config / "plugins" / "data" / "subconscious-mymarket")}
