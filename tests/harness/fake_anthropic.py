@@ -16,6 +16,13 @@ Replies are scripted by markers in the user's prompt text:
 (a marker naming a tool the request does not offer is ignored: 2.1.3xx defers Glob/Grep)
 ``[[text:some words]]``          the final text answer (default: :attr:`FakeAnthropic.default_text`)
 ``[[thinking:some words]]``      a thinking block before the first reply of the turn
+``[[agent:TYPE PROMPT]]``        a ``tool_use`` of the subagent tool (``Agent`` on 2.1.3xx, ``Task`` before) with
+                                 ``subagent_type`` TYPE, run in the foreground; in PROMPT, ``((`` and ``))`` stand
+                                 for ``[[`` and ``]]``, so the subagent's own turn is scripted by markers too
+
+A compaction request (``/compact``, or Claude Code compacting on its own: the newest user message asks for "a
+detailed summary of the conversation") is answered with ``<analysis>…</analysis><summary>…</summary>`` naming
+the user's prompts, as a real summary would (see :func:`compaction_summary`), never with a tool call.
 
 Several ``[[tool:...]]`` markers run one after another: the n-th reply of a turn uses the
 n-th marker, counted by the ``tool_result`` blocks that came back after the prompt. The
@@ -41,7 +48,9 @@ from typing import Any
 
 __all__ = ["FakeAnthropic", "RecordedRequest", "plan_reply"]
 
-_MARKER = re.compile(r"\[\[(tool|text|thinking):(.*?)\]\]", re.S)
+_MARKER = re.compile(r"\[\[(tool|text|thinking|agent):(.*?)\]\]", re.S)
+SUBAGENT_TOOLS = ("Agent", "Task")  # the subagent tool's name: Agent on 2.1.3xx, Task on older releases
+COMPACTION_ASK = "detailed summary of the conversation"
 
 
 @dataclass
@@ -106,9 +115,39 @@ def _tool_input(name: str, arg: str) -> dict[str, Any]:
     return {"file_path": arg}
 
 
+def _is_compaction(messages: list[dict[str, Any]]) -> bool:
+    """The newest user message asks for the summary (system messages, e.g. MCP instructions, may follow)."""
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+    return any(COMPACTION_ASK in t for t in _text_blocks(last))
+
+
+def compaction_summary(messages: list[dict[str, Any]]) -> str:
+    """What the fake answers a compaction request with: the user's marked prompts, one a line."""
+    prompts = []
+    for m in messages:
+        if m.get("role") == "user" and not any(COMPACTION_ASK in t for t in _text_blocks(m)):
+            prompts += [t.strip() for t in _text_blocks(m) if _MARKER.search(t) and not t.startswith("<")]
+    listed = "\n".join("- %s" % p for p in prompts) or "- (none)"
+    return ("<analysis>\nThe fake model summarises the conversation.\n</analysis>\n<summary>\n"
+            "1. Primary Request and Intent: the user's scripted prompts.\n6. All user messages:\n%s\n</summary>"
+            % listed)
+
+
+def _subagent_call(arg: str, offered: set) -> dict[str, Any] | None:
+    name = next((n for n in SUBAGENT_TOOLS if n in offered), None)
+    if name is None:
+        return None
+    kind, _, prompt = arg.strip().partition(" ")
+    return {"type": "tool_use", "id": "toolu_fake_" + uuid.uuid4().hex[:20], "name": name,
+            "input": {"description": "Scripted subagent", "subagent_type": kind or "general-purpose",
+                      "prompt": prompt.replace("((", "[[").replace("))", "]]"), "run_in_background": False}}
+
+
 def plan_reply(body: dict[str, Any], default_text: str) -> list[dict[str, Any]]:
     """The content blocks to answer one Messages request with (pure; see module doc)."""
     messages = [m for m in (body.get("messages") or []) if isinstance(m, dict)]
+    if _is_compaction(messages):
+        return [{"type": "text", "text": compaction_summary(messages)}]
     prompt_at, markers = None, []
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") != "user":
@@ -123,7 +162,8 @@ def plan_reply(body: dict[str, Any], default_text: str) -> list[dict[str, Any]]:
             break
     offered = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
     # Tools this CLI version does not offer (e.g. Glob/Grep are deferred on 2.1.3xx) are skipped.
-    tools = [v for k, v in markers if k == "tool" and v.partition(" ")[0] in offered]
+    tools = [("tool", v) for k, v in markers if k == "tool" and v.partition(" ")[0] in offered]
+    tools += [("agent", v) for k, v in markers if k == "agent"]  # after the plain tool calls
     texts = [v for k, v in markers if k == "text"]
     thinking = [v for k, v in markers if k == "thinking"]
     step = _count_tool_results(messages[prompt_at + 1:]) if prompt_at is not None else 0
@@ -132,8 +172,13 @@ def plan_reply(body: dict[str, Any], default_text: str) -> list[dict[str, Any]]:
     if thinking and step == 0:
         blocks.append({"type": "thinking", "thinking": thinking[0],
                        "signature": "fake-signature-" + uuid.uuid4().hex[:16]})
+    if step < len(tools) and tools[step][0] == "agent":
+        call = _subagent_call(tools[step][1], offered)
+        if call is not None:
+            return [{"type": "text", "text": "Using a subagent."}, call]
+        step = len(tools)  # no subagent tool offered (inside a subagent): answer
     if step < len(tools):
-        name, _, arg = tools[step].partition(" ")
+        name, _, arg = tools[step][1].partition(" ")
         blocks.append({"type": "text", "text": "Using %s." % name})
         blocks.append({"type": "tool_use", "id": "toolu_fake_" + uuid.uuid4().hex[:20],
                        "name": name, "input": _tool_input(name, arg)})
