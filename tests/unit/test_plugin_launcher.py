@@ -44,6 +44,20 @@ exit 3
 """
 
 
+FAKE_UV = r"""#!/bin/sh
+# a fake uv: `uv venv --quiet --python '>=3.11' DIR` and `uv pip install --quiet --python DIR/bin/python SRC`
+echo "$*" >>"{calls}"
+if [ "$1" = venv ]; then mkdir -p "$5/bin" && : >"$5/bin/python" && exit 0; fi
+if [ "$1 $2" = "pip install" ]; then
+  bin=${{5%/python}}
+  printf '#!/bin/sh\nif [ "$1" = --version ]; then echo "subconscious 0.1.0"; exit 0; fi\necho "UV-INSTALL $*"\n' >"$bin/subconscious"
+  chmod +x "$bin/subconscious"
+  exit 0
+fi
+exit 3
+"""
+
+
 class Sandbox:
     def __init__(self, tmp: Path):
         self.tmp = tmp
@@ -134,6 +148,20 @@ def test_pipx_location_then_the_plugins_own_install(sb):
     stamp = (sb.data / "install.stamp").read_text().splitlines()
     assert stamp[0] == str(sb.plugin) and stamp[2] == "0.1.0"
     assert oct((sb.data / "setup.log").stat().st_mode & 0o777) == "0o600"
+
+
+def test_uv_is_used_when_it_is_on_the_machine_and_needs_no_python3(sb):
+    calls = sb.tmp / "uv-calls"
+    (sb.bin / "uv").write_text(FAKE_UV.format(calls=calls))
+    (sb.bin / "uv").chmod(0o755)
+    assert shutil.which("python3", path=str(sb.bin)) is None
+    start = sb.hook("session-start")  # no "needs Python" line: uv finds or fetches one
+    assert "installing itself in the background" in json.loads(start.stdout)["systemMessage"]
+    sb.wait_setup()
+    assert sb.hook("stop").stdout == "UV-INSTALL hook stop\n", sb.log()
+    venv, pip = calls.read_text().splitlines()
+    assert venv.startswith("venv --quiet --python >=3.11 ") and pip.startswith("pip install --quiet --python ")
+    assert pip.endswith(".src")  # from a copy of the plugin dir
 
 
 def test_empty_plugin_root_is_found_from_the_scripts_own_path(sb):
