@@ -136,4 +136,23 @@ def test_marketplace_install_sets_itself_up_in_the_background_then_works(tmp_pat
     prompt3 = context_after(run3.message_requests()[0].body, is_prompt("Third turn."))
     assert agent_said_memory_insert(prompt3, fact), prompt3[:3000]
 
+    # ---- a plugin update (a new version in plugin.json): reinstalled once, the old install serving meanwhile
+    plugin_json = market / ".claude-plugin" / "plugin.json"
+    plugin_json.write_text(plugin_json.read_text().replace('"version": "0.1.0"', '"version": "0.1.1"'))
+    run4 = machine.run(f"[[text:Fourth {tag}.]] Fourth turn.", resume=sid, plugin_dirs=())
+    assert run4.seen_by_model("<letta_")  # the old install still answered
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 300:
+        stamp = (data / "install.stamp").read_text().splitlines()
+        if stamp[2] == "0.1.1" and not (data / "setup.lock").exists():
+            break
+        time.sleep(0.5)
+    times["plugin update -> reinstalled"] = time.monotonic() - t0
+    log = (data / "setup.log").read_text()
+    assert stamp[2] == "0.1.1" and log.count("installing subconscious") == 2, log
+    assert sorted(data.glob("venv-*")) == sorted([venv, Path(stamp[1]).parents[1]])  # the new one and the one before
+    run5 = machine.run(f"[[text:Fifth {tag}.]] Fifth turn.", resume=sid, plugin_dirs=())
+    assert (data / "setup.log").read_text().count("installing subconscious") == 2  # once, not on every hook
+    machine.wait_delivered(sid, run5)
+
     print("\n".join(f"plugin set-up timing: {k}: {v:.2f} s" for k, v in times.items()))
