@@ -180,8 +180,9 @@ class Side:
                          proxy)
 
 
-def settle(proxy, quiet: float = 0.4, limit: float = 60.0) -> None:
-    """Until no request reached the server for ``quiet`` seconds (detached workers done)."""
+def settle(proxy, quiet: float = 2.0, limit: float = 60.0) -> None:
+    """Until no request reached the server for ``quiet`` seconds (detached workers done: upstream's node
+    worker takes over a second to send its first request, so a shorter quiet let it run into the next hook)."""
     deadline = time.monotonic() + limit
     seen, since = len(proxy.requests), time.monotonic()
     while time.monotonic() < deadline:
