@@ -58,3 +58,42 @@ def test_fetching_hooks_show_the_agents_note_without_an_http_library(tmp_path, l
                                   {**base, "hook_event_name": "UserPromptSubmit", "prompt": "go on"}, env)
     assert not mods & HEAVY, sorted(mods & HEAVY)
     assert "subconscious.letta.wire" in mods and "ECHO" not in shown  # fetched; the note was shown already
+
+
+def test_a_second_session_start_makes_one_request_and_a_gone_agent_is_checked_again(tmp_path, letta_server, letta_env,
+                                                                                     fake_llm):
+    """The agent check is remembered on the machine: a second session with the same settings only creates its
+    conversation. When that agent is deleted on the server, the next session is not stuck with it: the full
+    check runs and says why (LETTA_AGENT_ID names an agent that no longer exists)."""
+    from tests.harness.fault_proxy import FaultProxy
+    from tests.harness.letta_fixtures import delete_agent, import_agent
+
+    agent = import_agent(letta_server.base_url)
+    proxy = FaultProxy(letta_server.base_url).start()
+    try:
+        project = tmp_path / "p"
+        project.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}
+        env.update(letta_env, LETTA_BASE_URL=proxy.url, HOME=str(tmp_path / "user"), LETTA_AGENT_ID=agent["id"],
+                   SUBCONSCIOUS_STATE_DIR=str(tmp_path / "local"), SUBCONSCIOUS_HOST="laptop",
+                   LETTA_HOME=str(tmp_path / "shared"))
+
+        def start() -> list[str]:
+            sid = str(uuid.uuid4())
+            before = len(proxy.requests)
+            hook("session-start", {"session_id": sid, "cwd": str(project), "hook_event_name": "SessionStart",
+                                   "source": "startup", "transcript_path": str(tmp_path / f"{sid}.jsonl")}, env)
+            return [f"{r.method} {r.path.split('?')[0].rstrip('/')}" for r in proxy.requests[before:]
+                    if "/messages" not in r.path]  # the worker's start message may begin meanwhile
+
+        first = start()
+        assert "GET /v1/models" in first and "POST /v1/conversations" in first
+        assert start() == ["POST /v1/conversations"]
+
+        delete_agent(letta_server.base_url, agent["id"])
+        third = start()
+        assert third[0] == "POST /v1/conversations" and "GET /v1/models" in third  # refused, then checked in full
+        log = (tmp_path / "local" / "logs" / "subconscious.log").read_text()
+        assert f"LETTA_AGENT_ID {agent['id']} does not exist" in log
+    finally:
+        proxy.stop()
