@@ -6,7 +6,7 @@ Layout of ``$LETTA_HOME/.letta/claude/``::
     session-<id>.json             one session's merged state, upstream-readable (upstream's format + host, hlc)
     hosts/<host>.json             this host's shard: its entries, tombstones and settings
     hosts/<host>/session-<id>.json  this host's version of a session
-    quarantine/, backups/         bytes set aside, conflict copies folded — kept, never deleted
+    quarantine/, backups/         bytes set aside, conflict copies folded — kept until gc prunes them by age
 
 No lock can span hosts, and none is needed: every host writes only its own shard files (its processes
 take the machine-local host lock), and every reader merges all shards. The two views are written by
