@@ -88,7 +88,8 @@ def plan_session(sid: str, env=os.environ) -> dict:
                                 "text": planned.payload})
         plan_budget = plan_budget.after(len(planned.payload))
         pos = planned.update.cursor
-        kw = {}  # notices go with the first update that reaches their place (the worker re-reads them)
+        if kw.get("inserts"):  # a notice sent with this update is gone by the next one (the worker re-reads them)
+            kw = {**kw, "inserts": [i for i in kw["inserts"] if i.key not in planned.update.inserted]}
         if not planned.update.more:
             break
     return out

@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from subconscious import localsession
+from subconscious import localsession, notices
+from subconscious.transcript import answer_digest
 from subconscious.state.records import SessionState
 from subconscious.state.store import Store
 
@@ -54,6 +55,8 @@ def setup(tmp: Path) -> dict:
     local = localsession.LocalSession(SID, transcript_path=str(transcript), home=str(tmp / "shared"),
                                       anchor=[1, "assistant-1"])
     localsession.save(sessions, local)
+    answer = "the final answer QZZNOTICE <private>QZZNOTICEPRIV</private>"  # Stop's last_assistant_message
+    notices.add(sessions, SID, "answer", 6, key="answer-1", text=answer, digest=answer_digest(answer))
     return env
 
 
@@ -73,14 +76,15 @@ def test_preview_shows_the_pending_lines_redacted_and_changes_nothing(tmp_path):
     [msg] = plan["messages"]
     assert msg["kind"] == "update" and msg["lines"] == [2, 5]
     text = msg["text"]
-    for gone in ("QZZOLD", "QZZPRIVATE", "51HxQv2Lk8bYt0aZ1c9d", "QZZFILE"):
+    for gone in ("QZZOLD", "QZZPRIVATE", "51HxQv2Lk8bYt0aZ1c9d", "QZZFILE", "QZZNOTICEPRIV"):
         assert gone not in text
+    assert "the final answer QZZNOTICE [private text removed]" in text  # a notice goes as the worker sends it
     assert "deploy it, password [private text removed] and key [REDACTED]" in text and "deployed QZZPUBLIC" in text
-    assert msg["removed"] == {"secrets": 1, "private_text": 1, "private_paths": 1}
+    assert msg["removed"] == {"secrets": 1, "private_text": 2, "private_paths": 1}
     human = preview(env, "--session", SID)
     assert human.returncode == 0, human.stderr
     assert "1 message(s) would be sent to conv-preview" in human.stdout
-    assert "transcript lines 2-5" in human.stdout and "removed: 1 private passage(s), 1 secret(s)" in human.stdout
+    assert "transcript lines 2-5" in human.stdout and "removed: 2 private passage(s), 1 secret(s)" in human.stdout
     assert _snapshot(tmp_path / "local", tmp_path / "shared", tmp_path / "t") == before
 
 
@@ -92,4 +96,4 @@ def test_preview_over_the_budget_shows_the_summary(tmp_path):
     [msg] = json.loads(ran.stdout)["sessions"][0]["messages"]
     assert msg["kind"] == "summary" and "this machine's daily characters: 0 of 100" in msg["summarised"]
     assert "QZZPUBLIC" not in msg["text"] and "2 user prompts" not in msg["text"]
-    assert "1 user prompts, 1 answers from Claude Code, 1 tool calls (Read x1)" in msg["text"]
+    assert "1 user prompts, 2 answers from Claude Code, 1 tool calls (Read x1)" in msg["text"]
