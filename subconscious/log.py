@@ -18,16 +18,17 @@ _PATTERNS = [
 
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Remove known secret values, then whatever :mod:`subconscious.redact` finds (the same rules as
-    transcripts and tool results), from ``text``."""
+    """Remove known secret values, ``<private>`` text (:mod:`subconscious.private`), then whatever
+    :mod:`subconscious.redact` finds (the same rules as transcripts and tool results), from ``text``."""
     for s in secrets:
         if s and len(s) >= 4:
             text = text.replace(s, "[redacted]")
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "[redacted]", text)
-    from .redact import redact as redact_secrets  # imported when a record is written, not with the log
+    from .private import hide_private  # imported when a record is written, not with the log
+    from .redact import redact as redact_secrets
 
-    return redact_secrets(text)
+    return redact_secrets(hide_private(text))
 
 
 class _RedactingFormatter(logging.Formatter):
