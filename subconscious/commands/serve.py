@@ -61,6 +61,23 @@ def run(args: argparse.Namespace) -> int:
     return _serve(args, port, token, root)
 
 
+def inherited_socket(env) -> "socket.socket | None":
+    """The listening socket systemd passes (socket activation: ``LISTEN_PID`` is this process, ``LISTEN_FDS=1``,
+    the socket is fd 3), so that something accepts on the port even before this process runs or after it died:
+    Claude Code then never meets a refused connection. None when not socket-activated."""
+    import socket
+
+    if env.get("LISTEN_PID") != str(os.getpid()) or env.get("LISTEN_FDS") != "1":
+        return None
+    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(name, None)  # not for the workers this process may start
+    sock = socket.socket(fileno=3)
+    if sock.family != socket.AF_INET or sock.getsockname()[0] != "127.0.0.1":
+        sock.detach()
+        raise OSError(f"the socket passed by the service manager is {sock.getsockname()!r}, not on 127.0.0.1")
+    return sock
+
+
 def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
     from ..atomic import atomic_write
     from ..letta import lite
@@ -71,7 +88,10 @@ def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
     debug = os.environ.get("LETTA_DEBUG", "") in ("1", "true", "yes")
     log = setup(root / "logs", debug=debug)
     try:
-        server = HookServer(port, token, root)
+        listening = inherited_socket(os.environ)
+        if listening is not None:
+            port = listening.getsockname()[1]
+        server = HookServer(port, token, root, listening=listening)
     except OSError as exc:
         why = (f"port {port} is taken (another `subconscious serve`? pick one with --port, and the same for "
                "`install --served`)") if exc.errno == errno.EADDRINUSE else str(exc)

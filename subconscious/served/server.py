@@ -73,7 +73,8 @@ class HookServer(ThreadingHTTPServer):
     request_queue_size = 64
 
     def __init__(self, port: int, token: str, state_root: Path, env: Mapping[str, str] | None = None,
-                 workers: int = 8, host: str = "127.0.0.1"):
+                 workers: int = 8, host: str = "127.0.0.1", listening=None):
+        """``listening``: a socket already bound and listening (systemd socket activation) instead of a bind."""
         self.token = token
         self.state_root = Path(state_root).absolute()
         self.base_env = dict(os.environ if env is None else env)
@@ -83,7 +84,13 @@ class HookServer(ThreadingHTTPServer):
         self.last_refusal_logged = -1e9
         for _, module, _ in ROUTES.values():  # the first request pays no import
             importlib.import_module(module)
-        super().__init__((host, port), _Handler)
+        if listening is None:
+            super().__init__((host, port), _Handler)
+        else:
+            super().__init__(listening.getsockname()[:2], _Handler, bind_and_activate=False)
+            self.socket.close()
+            self.socket = listening
+            self.server_address = listening.getsockname()[:2]
 
     def server_close(self) -> None:
         super().server_close()

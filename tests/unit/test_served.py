@@ -188,3 +188,38 @@ def test_session_start_starts_the_server_only_in_served_mode_and_only_when_nothi
         os.kill(pid, signal.SIGTERM)
         os.waitpid(pid, 0)
     assert disable(root) and not marker_path(root).exists()
+
+
+def test_serve_answers_on_the_socket_a_service_manager_passes(tmp_path):
+    """systemd socket activation: the port is held by the service manager, serve gets it as fd 3."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(8)
+    port = listening.getsockname()[1]
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "SUBCONSCIOUS_STATE_DIR": str(tmp_path / "s"),
+           "PYTHONPATH": os.pathsep.join(sys.path), "LISTEN_FDS": "1"}
+    fd = listening.fileno()
+    as_systemd_does = ("import os, sys; os.dup2(int(sys.argv[1]), 3); os.environ['LISTEN_PID'] = str(os.getpid()); "
+                       "os.execv(sys.executable, [sys.executable, '-m', 'subconscious', 'serve', '--quiet'])")
+    proc = subprocess.Popen([sys.executable, "-c", as_systemd_does, str(fd)], env=env, pass_fds=(fd,),
+                            stderr=subprocess.PIPE)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/subconscious/health")  # accepted by the passed socket even before serve is up
+        resp = conn.getresponse()
+        assert (resp.status, json.loads(resp.read())) == (200, {"ok": True})
+        conn.request("POST", "/subconscious/hook/pre-tool-use", body=b"{}")
+        assert conn.getresponse().status == 401  # the token is required there too
+        conn.close()
+        record = json.loads((tmp_path / "s" / "serve" / "server.json").read_text())
+        assert record == {"pid": proc.pid, "port": port}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        listening.close()
+    assert proc.returncode == 0, err.decode()
