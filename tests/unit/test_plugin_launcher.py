@@ -300,3 +300,19 @@ def test_a_dead_setups_lock_does_not_stop_the_next_one(sb):
     sb.wait_setup()
     assert sb.hook("stop").stdout == "PLUGIN-INSTALL hook stop\n", sb.log()
     assert "took over the lock" in sb.log()
+
+
+def test_a_lock_left_without_a_pid_or_held_for_hours_is_taken_over(sb):
+    sb.python()
+    lock = sb.data / "setup.lock"
+    lock.mkdir(parents=True)  # killed between taking the lock and writing its pid
+    sb.hook("session-start")
+    time.sleep(0.3)
+    assert not (sb.data / "install.stamp").exists()  # a young lock without a pid: a set-up being started
+    old = time.time() - 2 * 3600
+    os.utime(lock, (old, old))
+    sb.hook("session-start")
+    time.sleep(0.2)
+    sb.wait_setup()
+    assert sb.hook("stop").stdout == "PLUGIN-INSTALL hook stop\n", sb.log()
+    assert "took over the lock of set-up ?" in sb.log()
