@@ -27,7 +27,8 @@ def test_whisper_notes_come_back_once_after_compact_and_clear(tmp_path, letta_se
     note = f"note-{uuid.uuid4().hex[:8]}: the build uses make, not npm"
     project = tmp_path / "project"
     project.mkdir()
-    env = clean_env(tmp_path, letta_env, LETTA_AGENT_ID=letta_agent["id"], LETTA_MODE="whisper")
+    env = clean_env(tmp_path, letta_env, LETTA_AGENT_ID=letta_agent["id"], LETTA_MODE="whisper",
+                    SUBCONSCIOUS_FETCH_TTL="0")
     tr = Transcript(tmp_path / "t" / f"{sid}.jsonl", sid, str(project))
     base = {"session_id": sid, "transcript_path": str(tr.path), "cwd": str(project)}
 
@@ -40,19 +41,33 @@ def test_whisper_notes_come_back_once_after_compact_and_clear(tmp_path, letta_se
     shown = hook("user-prompt-submit", {**base, "hook_event_name": "UserPromptSubmit", "prompt": "go"}, env).stdout
     assert note in shown  # the agent's note, shown once as usual
 
-    # a subagent starts with the latest guidance
+    # a subagent starts with the latest guidance; its own tool calls take no note away from the main thread
+    note2 = note.replace("make, not npm", "tests need docker")
+    tr.user(f"And the tests? SAY {note2}").assistant("Checking.")
+    hook("stop", {**base, "hook_event_name": "Stop", "stop_hook_active": False}, env)
+    wait_cursor(tmp_path, sid, tr.line_count() - 1)
     sub = hook("subagent-start", {**base, "hook_event_name": "SubagentStart", "agent_id": "a1",
                                   "agent_type": "Explore"}, env).stdout
-    assert note in context_of(sub, "SubagentStart")
+    assert note2 in context_of(sub, "SubagentStart")
+    assert hook("pre-tool-use", {**base, "hook_event_name": "PreToolUse", "agent_id": "a1", "agent_type": "Explore",
+                                 "tool_name": "Bash", "tool_input": {"command": "ls"}}, env).stdout == ""
+    assert note2 in hook("user-prompt-submit", {**base, "hook_event_name": "UserPromptSubmit", "prompt": "more"},
+                         env).stdout
 
     # /compact: the note is no longer in Claude's context; SessionStart shows it again, once
     hook("pre-compact", {**base, "hook_event_name": "PreCompact", "trigger": "manual", "custom_instructions": None}, env)
     out = hook("session-start", {**base, "hook_event_name": "SessionStart", "source": "compact"}, env).stdout
     again = context_of(out, "SessionStart")
-    assert note in again and "compacted" in again
+    assert note in again and note2 in again and "compacted" in again
     assert hook("session-start", {**base, "hook_event_name": "SessionStart", "source": "resume"}, env).stdout == ""
     assert note not in hook("user-prompt-submit", {**base, "hook_event_name": "UserPromptSubmit",
                                                    "prompt": "next"}, env).stdout  # not as a new note either
+
+    # a turn that ends on an API error keeps what is pending for the next delivery
+    tr.user("A prompt whose turn failed").bookkeeping()
+    hook("stop-failure", {**base, "hook_event_name": "StopFailure", "error": "rate_limit"}, env)
+    marker = tmp_path / "local" / "sessions" / "pending" / sid
+    assert marker.exists() and "StopFailure" in marker.read_text()
 
     # /clear: the session ends (recorded), the new one is shown what the old one had been told
     hook("session-end", {**base, "hook_event_name": "SessionEnd", "reason": "clear"}, env)
