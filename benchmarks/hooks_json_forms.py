@@ -1,6 +1,6 @@
 """What the form of a hooks.json entry costs, measured by the real Claude Code CLI.
 
-    python -m benchmarks.hooks_json_forms [ROUNDS] [--real]
+    python -m benchmarks.hooks_json_forms [ROUNDS]
 
 Each round runs ``claude -p`` once per form (paired: the forms take turns) with a prompt that makes ten
 Read calls, so ten PreToolUse hooks per run, and reads the time Claude Code itself recorded for each hook
@@ -14,8 +14,8 @@ run (``durationMs`` of the transcript's hook attachments). Forms:
 - ``exec direct``: ``subconscious hook <event>`` in exec form, the floor: not usable (no "not installed"
   line, an exit 2 would block the tool call).
 
-The command is ``/bin/echo`` named ``subconscious`` (what the form adds, nothing else); with ``--real``
-it is the ``subconscious`` installed in this interpreter (``pip install -e .``), hook for real, no server.
+The command is ``/bin/echo`` named ``subconscious``: what the form adds, nothing else (and it prints, which
+Claude Code needs to record a hook run's time in the transcript; the real hook is measured by hooks_bench.py).
 Prints each form's median and the launcher's difference to the wrapper, paired by round; then the same
 forms spawned directly from Python (no Claude Code), paired, 300 times each: what the form itself costs.
 """
@@ -27,7 +27,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -75,18 +74,13 @@ def pre_tool_durations(run) -> list[int]:
 
 def main(argv: list[str]) -> int:
     rounds = int(next((a for a in argv if a.isdigit()), "5"))
-    real = "--real" in argv
     claude = ensure_claude_code()
     forms = ("shell wrapper", "exec launcher", "exec direct")
     with FakeAnthropic() as fake, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         bindir = root / "bin"
         bindir.mkdir()
-        if real:
-            bindir = Path(sysconfig.get_path("scripts"))
-            assert (bindir / "subconscious").exists(), "pip install -e . first"
-        else:
-            (bindir / "subconscious").symlink_to(shutil.which("echo"))  # prints, so Claude Code records the run
+        (bindir / "subconscious").symlink_to(shutil.which("echo"))  # prints, so Claude Code records the run
         dirs = {f: plugin_dir(root / "plugins", f) for f in forms}
         sb = ClaudeSandbox(root / "sb", claude, fake, plugin_dirs=())
         files = []
@@ -111,8 +105,8 @@ def main(argv: list[str]) -> int:
                     per_form[form].extend(d)
             if r:
                 paired.append(medians["shell wrapper"] - medians["exec launcher"])
-        print("PreToolUse as Claude Code timed it (durationMs), %d runs x 10 calls per form, command: %s"
-              % (rounds, "the real subconscious" if real else "/bin/echo"))
+        print("PreToolUse as Claude Code timed it (durationMs), %d runs x 10 calls per form, command: /bin/echo"
+              % rounds)
         for form in forms:
             d = per_form[form]
             print("  %-14s median %5.1f ms   p90 %5.1f ms" % (form, statistics.median(d),
