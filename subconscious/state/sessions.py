@@ -10,6 +10,7 @@ version counts as newer than the one it replaced (see :func:`session_view_versio
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -31,6 +32,7 @@ SESSION_PREFIX, SESSION_SUFFIX = "session-", ".json"
 HOSTS = "hosts"
 FLOOR_FILE = "floor.json"  # hosts/<host>/floor.json: the session floor this host has seen (see state/retention.py)
 FLOOR_FORMAT = 1
+_FLOOR_RE = re.compile(rb'\{\n  "format": 1,\n  "host": "([A-Za-z0-9_.-]{1,128})",\n  "sessionFloor": "([0-9]{1,16}):([0-9]{1,9})"\n\}\n')
 MAX_REDO = 16
 log = logging.getLogger("subconscious")
 
@@ -98,7 +100,13 @@ class SessionFiles:
         for host, listing in listings.items():
             if FLOOR_FILE not in listing:
                 continue
-            read = self.store.reader.read(Source(self.floor_path(host), "shard", owner=host))
+            path = self.floor_path(host)
+            got = self.fs.read(path)
+            m = _FLOOR_RE.fullmatch(got.data) if got.ok else None
+            if m is not None and m[1].decode() == host:  # as we write it: no JSON parse on a hook's path
+                out.append((host, Read(Source(path, "shard", owner=host), got.data), Stamp(int(m[2]), int(m[3]))))
+                continue
+            read = self.store.reader.read(Source(path, "shard", owner=host))
             stamp = ZERO
             for value in read.values:
                 try:
