@@ -13,7 +13,7 @@ from ..pipeline import now_iso, open_session
 from ..state.files import atomic_write, ensure_dir
 from .lifecycle import hand_over, require_conversation
 
-CLEARED = "cleared.json"  # in <state dir>/sessions/: the session a /clear ended, for the one it starts
+CLEARED = "cleared.note"  # in <state dir>/sessions/ (not *.json: that is a session file): the session a /clear ended, for the one it starts
 
 
 def handle(event: HookEvent) -> str | None:

@@ -77,7 +77,7 @@ class Machine:
 def sessions_seen(machine: Machine) -> set[str]:
     """The sessions our hooks have seen on this machine (the stream's session_id of a resumed run is not the
     one Claude Code gives its hooks)."""
-    return {p.stem for p in machine.sessions.glob("*.json") if p.name != "cleared.json"}
+    return {p.stem for p in machine.sessions.glob("*.json")}
 
 
 def transcript_of(machine: Machine, sid: str) -> Path:
