@@ -4,7 +4,8 @@ path; the hot path's Stop does not look).
 
 Why: while no server answers, Claude Code's interactive screen shows a "hook failed: connect ECONNREFUSED"
 line under every prompt and tool call (``claude -p`` shows nothing, and the session goes on either way). So a
-server that crashed, was never started, or went with a reboot comes back at the next session start (which
+server that crashed, was never started, went with a reboot, or accepts without answering (stopped first,
+when it is the one this user recorded) comes back at the next session start (which
 waits up to 1.5 s for it to listen, so that the session's first prompt is served), with Claude Code's
 environment (the hook's), without a service manager.
 
@@ -52,15 +53,66 @@ def answering(port: int, timeout: float = 0.2) -> bool:
         return False
 
 
+def healthy(port: int, timeout: float = 2.0) -> bool:
+    """``GET /subconscious/health`` answered 200 within ``timeout`` (the request thread answers it: no Letta)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/subconscious/health")
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def _is_serve(pid: int) -> bool:
+    """``pid`` runs ``subconscious serve`` (its command line, where /proc has it): never stop anything else."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"serve" in argv and any(b"subconscious" in a for a in argv)
+
+
+def _retire_wedged(state_root: Path, port: int, log) -> bool:
+    """The server recorded in ``serve/server.json`` for ``port`` accepts but does not answer: stop it (SIGKILL,
+    it is not answering anyway). False when it is not ours to stop (another process, no record)."""
+    import signal
+
+    try:
+        record = json.loads((state_root / "serve" / "server.json").read_text())
+        pid, recorded_port = int(record["pid"]), int(record["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        recorded_port, pid = -1, -1
+    if recorded_port != port or pid <= 1 or not _is_serve(pid):
+        if log is not None:
+            log.warning("served mode: something accepts on 127.0.0.1:%d but does not answer, and it is not a "
+                        "server this user recorded; left alone", port)
+        return False
+    os.kill(pid, signal.SIGKILL)
+    if log is not None:
+        log.warning("served mode: subconscious serve (pid %d) accepted but did not answer in 2 s; stopped it", pid)
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end and _is_serve(pid):
+        time.sleep(0.02)
+    return True
+
+
 def ensure(marker: Path, env, log=None, wait: float = 0.0) -> int | None:
-    """Start a detached ``subconscious serve`` if served mode is on and its port is free; its pid, or None.
-    ``wait``: seconds to wait for it to listen (SessionStart: its prompt's hook comes right after)."""
+    """Start a detached ``subconscious serve`` if served mode is on and its port is free (or held by a server of
+    ours that accepts but does not answer: stopped first); its pid, or None. ``wait``: seconds to wait for it to
+    listen (SessionStart: its prompt's hook comes right after)."""
     try:
         port = int(json.loads(marker.read_text())["port"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not 0 < port < 65536 or answering(port):
+    if not 0 < port < 65536:
         return None
+    if answering(port):
+        if healthy(port) or not _retire_wedged(marker.parent.parent, port, log) or answering(port):
+            return None  # fine; not ours; or a service manager holds the port and starts the next one itself
     from ..settingsfile import FORWARDED_VARS
 
     # Not this session's LETTA_MODE, LETTA_HOME, ...: every request brings its own session's, and a value left

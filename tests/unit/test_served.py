@@ -223,3 +223,46 @@ def test_serve_answers_on_the_socket_a_service_manager_passes(tmp_path):
         _, err = proc.communicate(timeout=20)
         listening.close()
     assert proc.returncode == 0, err.decode()
+
+
+def test_a_server_that_accepts_but_never_answers_is_replaced_at_the_next_session_start(tmp_path):
+    import signal
+    import socket
+    import sys
+
+    from subconscious.served.autostart import answering, enable, ensure, healthy, marker_path
+
+    root = tmp_path / "local"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "SUBCONSCIOUS_STATE_DIR": str(root),
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    enable(root, port)
+    first = ensure(marker_path(root), env, wait=10.0)
+    started = [first]
+    try:
+        end = time.monotonic() + 10
+        while not (root / "serve" / "server.json").exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        os.kill(first, signal.SIGSTOP)  # wedged: the kernel still accepts, nothing answers
+        assert answering(port) and not healthy(port, timeout=0.5)
+        second = ensure(marker_path(root), env, wait=10.0)
+        started.append(second)
+        assert second not in (None, first) and healthy(port)
+        with pytest.raises(ProcessLookupError):  # the wedged one is gone (killed, then reaped)
+            for _ in range(200):
+                os.kill(first, 0)
+                try:
+                    os.waitpid(first, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+                time.sleep(0.01)
+    finally:
+        for pid in started:
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
