@@ -166,3 +166,50 @@ def test_the_commands_round_trip_what_status_shows(tmp_path):
     _tar(tmp_path / "future.tar.gz", [_member("manifest.json", manifest)])
     refused = _cli("import", str(tmp_path / "future.tar.gz"), env=dst)
     assert refused.returncode == 1 and "format version 7" in refused.stderr and "Upgrade subconscious" in refused.stderr
+
+
+# --------------------------------------------------------------------------- properties
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_ids = st.builds(str.__add__, st.sampled_from("abcXYZ019"), st.text("abcXYZ019_-", max_size=11))
+_stamp = st.builds(lambda w, c: f"{w}:{c}", st.integers(1, 10**13), st.integers(0, 99))
+_entry = st.one_of(
+    st.builds(lambda c, a, h, s: {"conversationId": c, "agentId": a, "hlc": s, "host": h}, _ids, _ids, _ids, _stamp),
+    st.builds(lambda h, s: {"deleted": True, "hlc": s, "host": h}, _ids, _stamp))
+_json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(convs=st.dictionaries(_ids, _entry, max_size=6),
+       sets=st.dictionaries(st.text(max_size=8), st.builds(lambda v, s, h: {"value": v, "hlc": s, "host": h},
+                                                             _json, _stamp, _ids), max_size=4),
+       cursors=st.dictionaries(_ids, st.integers(-1, 10**6), max_size=4))
+def test_any_state_survives_the_archive_unchanged(tmp_path, convs, sets, cursors):
+    sessions = {sid: SessionState(sid, conversation_id=f"c-{sid}", last_processed_index=i).to_json()
+                for sid, i in cursors.items()}
+    manifest = {"format": "subconscious-export", "version": 1}
+    write_archive(tmp_path / "p.tar.gz", archive.Contents(manifest, convs, sets, sessions))
+    got = read_archive(tmp_path / "p.tar.gz")
+    assert (got.manifest, got.conversations, got.settings, got.sessions) == (manifest, convs, sets, sessions)
+    assert archive.check(got).invalid == []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["manifest.json", "conversations.json", "settings.json", "sessions/session-a.json"]),
+       body=st.binary(max_size=200) | _json.map(lambda v: json.dumps(v).encode()))
+def test_any_member_content_is_merged_or_refused_never_a_crash(tmp_path, name, body):
+    members = [] if name == "manifest.json" else [_member("manifest.json", MANIFEST)]
+    info = tarfile.TarInfo(name)
+    path = _tar(tmp_path / "x.tar.gz", members + [(info, body)])
+    try:
+        contents = read_archive(path)
+    except ArchiveError:
+        return
+    home = store(tmp_path, "alpha", f"h-{abs(hash(body)) % 10**9}")
+    out = import_into(home, contents)
+    assert isinstance(out["invalid"], list)
+    home.read()
