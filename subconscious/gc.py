@@ -83,7 +83,9 @@ def session_facts(store: Store) -> tuple[Stamp, dict[str, SessionFacts]]:
             mtime = store.fs.mtime(store.home / session_file_name(sid))
             out[sid] = SessionFacts(None, unstamped_mtime_ms=int((mtime or time.time()) * 1000))
             continue
-        out[sid] = SessionFacts(state.stamp)
+        ended_at, reason = getattr(state, "ended_at", None), getattr(state, "end_reason", None)
+        ended = None if ended_at is None else f"ended {ended_at}" + (f", {reason}" if reason else "")
+        out[sid] = SessionFacts(state.stamp, ended=ended)
     return floor, out
 
 

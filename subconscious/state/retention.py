@@ -50,6 +50,7 @@ class SessionFacts:
     stamp: Stamp | None  # the merged version's stamp (None: no live version, e.g. already below the floor)
     entry: Stamp | None = None  # its live conversation entry's stamp, if any
     unstamped_mtime_ms: int | None = None  # upstream's unstamped version only: when its file was written
+    ended: str | None = None  # Claude Code ended it (SessionEnd: the session record's ended_at/end_reason)
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,9 @@ class GcPlan:
     prune: dict[str, str] = field(default_factory=dict)  # backups/ and quarantine/ paths (home-relative) → why
 
 
-def in_use(local: LocalFacts | None, now_ms: int) -> str | None:
-    """Why a process on this machine is still working on the session, or None."""
+def in_use(local: LocalFacts | None, now_ms: int, ended: bool = False) -> str | None:
+    """Why a process on this machine is still working on the session, or None. A session Claude Code ended
+    (SessionEnd) runs no more hooks: a recent hook no longer means it is in use (a delivery still does)."""
     if local is None:
         return None
     if local.delivering:
@@ -86,7 +88,7 @@ def in_use(local: LocalFacts | None, now_ms: int) -> str | None:
         return "a start message or a delivery is still queued"
     if local.hook_claims:
         return "a hook is printing its notes"
-    if 0 <= now_ms - local.written_ms < IN_USE_MS:
+    if not ended and 0 <= now_ms - local.written_ms < IN_USE_MS:
         return "a hook ran within the last 10 minutes"
     return None
 
@@ -115,7 +117,7 @@ def plan_gc(*, now_ms: int, age_ms: int, old_floor: Stamp, sessions: Mapping[str
         files_fall = live and (facts.stamp or ZERO) < floor  # the new floor would retire its files
         if newest >= floor and not files_fall:
             continue  # active since the floor, files and entry alike
-        busy = in_use(local.get(sid), now_ms)
+        busy = in_use(local.get(sid), now_ms, facts.ended is not None)
         if live and (busy is not None or newest >= floor):
             plan.keep[sid] = busy or "its conversation entry was written after the floor"
             plan.touch.append(sid)  # re-stamped before the floor rises: its files stay above it
@@ -128,6 +130,8 @@ def plan_gc(*, now_ms: int, age_ms: int, old_floor: Stamp, sessions: Mapping[str
             why = f"a conversation entry without session files, last written {_age(now_ms - newest.wall)} ago"
         else:
             why = f"no activity for {_age(now_ms - newest.wall)}"
+            if facts.ended is not None:
+                why += f" ({facts.ended})"
         if busy is not None and sid in entries:
             plan.keep[sid] = busy  # its files (if any) are retired already; the entry stays while in use
             continue
@@ -135,7 +139,8 @@ def plan_gc(*, now_ms: int, age_ms: int, old_floor: Stamp, sessions: Mapping[str
         if sid in entries:
             plan.entries.append(sid)
     for sid, facts in sorted(local.items()):
-        if sid in plan.keep or in_use(facts, now_ms) is not None:
+        ended = sid in sessions and sessions[sid].ended is not None
+        if sid in plan.keep or in_use(facts, now_ms, ended) is not None:
             continue
         gone = sid in plan.retire or (sid not in sessions and sid not in entries and facts.written_ms < floor.wall)
         if gone:

@@ -118,13 +118,16 @@ def test_a_session_a_process_is_still_working_on_is_kept_even_with_0d(tmp_path):
     sessions_dir = tmp_path / "local-alpha" / "sessions"
     localsession.mark_pending(sessions_dir, "busy", time.time() + 60, "server down")
     localsession.save(sessions_dir, localsession.LocalSession("hook", cwd="/x"))  # a hook ran just now
+    session(store(tmp_path, "alpha", at=OLD), "ended", 4)
+    store(tmp_path, "alpha").update_session("ended", lambda cur: cur.with_end("2026-12-01T10:00:00Z", "clear"))
+    localsession.save(sessions_dir, localsession.LocalSession("ended", cwd="/x"))  # its SessionEnd hook, just now
     idle = localsession.LocalSession("idle", cwd="/x")
     localsession.save(sessions_dir, idle)
     os.utime(localsession.path_for(sessions_dir, "idle"), (OLD / 1000, OLD / 1000))
 
     result = gc(tmp_path, "alpha", "0d")
 
-    assert sorted(result.plan.retire) == ["idle"] and sorted(result.plan.keep) == ["busy", "hook"]
+    assert sorted(result.plan.retire) == ["ended", "idle"] and sorted(result.plan.keep) == ["busy", "hook"]
     for host in ("alpha", "beta"):
         s = store(tmp_path, host)
         assert s.session("busy").last_processed_index == 4 and s.conversation("busy") is not None

@@ -12,7 +12,7 @@ NOW = 1_800_000_000_000
 stamps = st.builds(Stamp, st.integers(NOW - 90 * DAY_MS, NOW), st.integers(0, 3))
 sids = st.sampled_from([f"s{i}" for i in range(8)])
 session_facts = st.builds(SessionFacts, st.none() | stamps, st.none(),
-                          st.none() | st.integers(NOW - 90 * DAY_MS, NOW))
+                          st.none() | st.integers(NOW - 90 * DAY_MS, NOW), st.none() | st.just("ended, clear"))
 local_facts = st.builds(LocalFacts, st.booleans(), st.booleans(), st.booleans(), st.booleans(),
                         st.integers(NOW - 90 * DAY_MS, NOW))
 
@@ -33,16 +33,16 @@ def test_the_plan_retires_exactly_what_is_idle_and_not_in_use(sessions, entries,
                      default=Stamp(0, 0))
         live = facts.stamp is not None or facts.unstamped_mtime_ms is not None
         if sid in plan.retire:  # idle: nothing newer than the floor, and no process here on it
-            assert newest < plan.floor and (in_use(local.get(sid), NOW) is None or not live)
-        if live and (in_use(local.get(sid), NOW) is not None or newest >= plan.floor):
+            assert newest < plan.floor and (in_use(local.get(sid), NOW, facts.ended is not None) is None or not live)
+        if live and (in_use(local.get(sid), NOW, facts.ended is not None) is not None or newest >= plan.floor):
             assert sid not in plan.retire  # in use or active since the floor: never retired...
             if (facts.stamp or Stamp(0, 0)) < plan.floor:
                 assert sid in plan.touch  # ...and re-stamped so that the new floor does not cut its files
-        if live and newest < plan.floor and in_use(local.get(sid), NOW) is None:
+        if live and newest < plan.floor and in_use(local.get(sid), NOW, facts.ended is not None) is None:
             assert sid in plan.retire  # every idle session goes
     assert set(plan.touch) <= set(plan.keep)
     assert set(plan.entries) == {s for s in plan.retire if s in entries}
-    assert not set(plan.local) & set(plan.keep) and all(in_use(local[s], NOW) is None for s in plan.local)
+    assert not set(plan.local) & set(plan.keep) and all(in_use(local[s], NOW, s in sessions and sessions[s].ended is not None) is None for s in plan.local)
     assert set(plan.prune) == {p for p, w in aside.items() if w < NOW - age}
 
 
