@@ -181,13 +181,15 @@ class Side:
 
 
 def settle(proxy, quiet: float = 2.0, limit: float = 60.0) -> None:
-    """Until no request reached the server for ``quiet`` seconds (detached workers done: upstream's node
-    worker takes over a second to send its first request, so a shorter quiet let it run into the next hook)."""
+    """Until no request is open and none reached the server for ``quiet`` seconds (detached workers done, the
+    server idle: upstream's node worker takes over a second to send its first request, and an agent's turn
+    streams for seconds; either ran into the next paired hook)."""
     deadline = time.monotonic() + limit
     seen, since = len(proxy.requests), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.05)
-        if len(proxy.requests) != seen:
+        busy = any(r.ms == 0.0 for r in proxy.requests[-50:])  # a request still open (an agent's turn streaming)
+        if len(proxy.requests) != seen or busy:
             seen, since = len(proxy.requests), time.monotonic()
         elif time.monotonic() - since >= quiet:
             return
