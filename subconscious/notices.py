@@ -89,14 +89,18 @@ def delivered(sessions_dir: Path, session_id: str, inserted: Sequence[str], skip
 # --------------------------------------------------------------------------- what the worker places
 
 
-def _assistant_digests(lines: Sequence[str], start: int) -> set[str]:
-    from .transcript import AssistantText, answer_digest, parse_line
+def assistant_texts(lines: Sequence[str], start: int = 0) -> list[str]:
+    from .transcript import AssistantText, parse_line
 
-    out = set()
-    for line in lines[max(start, 0):]:
-        if '"assistant"' in line:
-            out.update(answer_digest(e.text) for e in parse_line(line).entries if isinstance(e, AssistantText))
-    return out
+    return [e.text for line in lines[max(start, 0):] if '"assistant"' in line
+            for e in parse_line(line).entries if isinstance(e, AssistantText)]
+
+
+def answer_recorded(answer: str, texts: Sequence[str]) -> bool:
+    """Whether the transcript's assistant ``texts`` hold the final ``answer``: one of them ends it (a message
+    of several text blocks is one line per block; the answer ends with its last block)."""
+    want = answer.strip()
+    return any(t.strip() and want.endswith(t.strip()) for t in texts)
 
 
 def _read_lines(path: Any) -> list[str] | None:
@@ -114,7 +118,7 @@ def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_char
             private_paths: Sequence[str] = ()):
     """(transcript inserts, keys of notices that are moot, answers to leave out {digest: line index})."""
     from .private import hide_private  # <private> text in an answer or a summary never leaves (private.py)
-    from .transcript import Insert, Message, cut, redact, subagent_messages
+    from .transcript import Insert, Message, answer_digest, cut, redact, subagent_messages
 
     out, moot, skip = [], [], {}
     for n in notices:
@@ -122,7 +126,9 @@ def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_char
         if kind == "answered" and isinstance(n.get("digest"), str):
             skip[n["digest"]] = at
         elif kind == "answer" and isinstance(n.get("text"), str) and isinstance(n.get("digest"), str):
-            if n["digest"] in _assistant_digests(lines, at):
+            texts = assistant_texts(lines, at)  # the notice holds the answer redacted: compare redacted forms
+            if (n["digest"] in {answer_digest(t) for t in texts}
+                    or answer_recorded(n["text"], [redact(t) for t in texts])):
                 moot.append(n["key"])  # the file caught up: its line delivers the answer
             else:
                 out.append(Insert(at, n["key"], (Message("claude_code", redact(cut(hide_private(n["text"]), ANSWER_CUT))),)))

@@ -70,7 +70,7 @@ def note_lagging_answer(ctx: SessionContext, path: str, answer: str) -> bool:
     say the file can lag): queued as a notice so the answer is delivered now, and its line left out when the
     file catches up. True when it was queued."""
     from .. import notices
-    from ..transcript import AssistantText, answer_digest, complete_lines, cut, parse_line, redact
+    from ..transcript import answer_digest, complete_lines, cut, redact
 
     digest = answer_digest(answer)
     try:
@@ -81,10 +81,9 @@ def note_lagging_answer(ctx: SessionContext, path: str, answer: str) -> bool:
             tail = f.read().decode("utf-8", errors="replace")
     except OSError:
         return False
-    for line in reversed(complete_lines(tail)):
-        if '"assistant"' in line and any(isinstance(e, AssistantText) and answer_digest(e.text) == digest
-                                         for e in parse_line(line).entries):
-            return False  # recorded: the line delivers it
+    texts = notices.assistant_texts(complete_lines(tail))
+    if texts and notices.answer_recorded(answer, texts[-1:]):
+        return False  # recorded: its line delivers it
     notices.add(ctx.sessions_dir, ctx.session_id, "answer", position(ctx, path), key="answer-" + digest,
                 digest=digest, text=redact(cut(answer, notices.ANSWER_CUT)))
     log.info("stop: the transcript has not recorded Claude's last answer yet; it is delivered from the hook's input")

@@ -128,3 +128,15 @@ def test_the_end_of_a_session_is_kept_merged_and_cleared_by_a_resume():
     later = back.evolve(stamp=Stamp(5, 0), host="b").with_end(None, None)
     merged = merge_sessions(back.evolve(stamp=Stamp(1, 0), host="a"), later)
     assert merged.ended_at is None and "endedAt" not in merged.to_json()
+
+
+def test_an_answer_of_several_blocks_that_arrived_in_time_is_not_sent_twice(tmp_path):
+    sessions = tmp_path / "sessions"
+    from subconscious.transcript import answer_digest, redact
+
+    answer = "Part one, with password=s3cr3tvalue9.\n\nPart two."
+    notices.add(sessions, SID, "answer", 1, key="answer-z", digest=answer_digest(answer), text=redact(answer))
+    lines = [line(0, "user")] + [json.dumps({"type": "assistant", "uuid": f"b{i}", "message": {
+        "content": [{"type": "text", "text": t}]}}) for i, t in enumerate(answer.split("\n\n"))]
+    payload, _ = _round(sessions, lines, -1)
+    assert payload.count("Part two.") == 1 and payload.count("Part one") == 1 and "s3cr3t" not in payload
