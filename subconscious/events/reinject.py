@@ -77,6 +77,21 @@ def _shown_notes(ctx: SessionContext, conv: str, watermark: str | None, budget: 
     return out
 
 
+def fit_notes(header: str, agent_name: str, notes: list) -> str | None:
+    """``header`` and the ``<letta_message>`` notes (oldest first), the oldest left out until it fits under
+    Claude Code's 10,000-character cut of additionalContext. None without notes."""
+    from ..context import format_messages
+
+    cap = 10_000 - 200  # room for the JSON around it
+    notes = list(notes)
+    while notes:
+        text = "%s\n%s" % (header, format_messages(agent_name, notes, instruction=False))
+        if len(text) <= cap:
+            return text
+        notes.pop(0)
+    return None
+
+
 def injection(ctx: SessionContext, source: str | None, conv: str, *, budget: float = 12.0) -> Output | None:
     """What SessionStart prints after a context replacement (None: nothing to show, or none happened)."""
     local = localsession.load(ctx.sessions_dir, ctx.session_id)
@@ -86,7 +101,7 @@ def injection(ctx: SessionContext, source: str | None, conv: str, *, budget: flo
     if local.reinject != why:
         local.reinject = why
         localsession.save(ctx.sessions_dir, local)
-    from ..context import AgentMessage, format_messages, prompt_injection
+    from ..context import AgentMessage, prompt_injection
 
     ctx.require_key()
     s = ctx.settings
@@ -108,8 +123,7 @@ def injection(ctx: SessionContext, source: str | None, conv: str, *, budget: flo
             notes = _shown_notes(ctx, source_state.conversation_id, source_state.last_seen_message_id, budget)
         notes = [AgentMessage(n.id, n.date, n.content if len(n.content) <= NOTE_CUT else n.content[:NOTE_CUT] + "…")
                  for n in reversed(notes)]
-        body = format_messages(local.agent_name, notes, instruction=False)
-        text = "%s\n%s" % (HEADER[why], body) if body else None
+        text = fit_notes(HEADER[why], local.agent_name, notes)
 
     def written() -> None:
         if values is not None:

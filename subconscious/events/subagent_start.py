@@ -20,7 +20,7 @@ def handle(event: HookEvent) -> str | None:
     session = ctx.store.session(ctx.session_id)
     if session is None or not session.conversation_id:
         raise Skip("no conversation for this session yet")
-    from ..context import AgentMessage, as_message, format_messages
+    from ..context import AgentMessage, as_message
     from ..letta import lite
     from ..letta.config import check_id
 
@@ -40,7 +40,11 @@ def handle(event: HookEvent) -> str | None:
             break
     if not notes:
         return None
-    text = format_messages(ctx.local.agent_name, list(reversed(notes)), instruction=False)
-    text = ("The session that started this subagent has a subconscious: a background agent that reads the "
-            "session and remembers earlier ones. Its latest notes, for reference:\n" + text)
+    from .reinject import fit_notes
+
+    text = fit_notes("The session that started this subagent has a subconscious: a background agent that reads "
+                     "the session and remembers earlier ones. Its latest notes, for reference:",
+                     ctx.local.agent_name, list(reversed(notes)))
+    if text is None:
+        return None
     return json.dumps({"hookSpecificOutput": {"hookEventName": "SubagentStart", "additionalContext": text}})

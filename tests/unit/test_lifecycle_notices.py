@@ -140,3 +140,13 @@ def test_an_answer_of_several_blocks_that_arrived_in_time_is_not_sent_twice(tmp_
         "content": [{"type": "text", "text": t}]}}) for i, t in enumerate(answer.split("\n\n"))]
     payload, _ = _round(sessions, lines, -1)
     assert payload.count("Part two.") == 1 and payload.count("Part one") == 1 and "s3cr3t" not in payload
+
+
+def test_notes_shown_again_stay_under_claude_codes_cut_keeping_the_newest():
+    from subconscious.context import AgentMessage
+    from subconscious.events.reinject import fit_notes
+
+    notes = [AgentMessage(f"m{i}", None, f"note {i} " + "<&>" * 700) for i in range(5)]  # oldest first
+    text = fit_notes("Shown again.", "Subconscious", notes)
+    assert len(text) <= 10_000 and "note 4" in text and "note 0" not in text
+    assert fit_notes("Shown again.", "Subconscious", notes[-1:]).count("<letta_message") == 1
