@@ -152,6 +152,24 @@ def mark_printed(directory: Path, session_id: str, ids: Iterable[str], *, owner:
         return frozenset(have)
 
 
+def release(directory: Path, session_id: str, ids: Iterable[str], *, owner: int) -> None:
+    """``owner`` will not print ``ids`` after all (Claude Code's limit left them for a later hook): its
+    claims on them go at once, so the next hook shows them (a served process would hold them 60 s)."""
+    ids = [i for i in ids]
+    if not ids:
+        return
+    with _locked(directory, session_id) as path:
+        data = _read(path)
+        dropped = False
+        for note in ids:
+            held = data["claims"].get(note)
+            if held is not None and held[1] == owner:
+                del data["claims"][note]
+                dropped = True
+        if dropped:
+            _write(path, data)
+
+
 def state(directory: Path, session_id: str) -> dict:
     """The file as it is (for tests and ``status``)."""
     with _locked(directory, session_id) as path:

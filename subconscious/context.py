@@ -195,17 +195,18 @@ WHISPER_INSTRUCTION = (
 
 
 def format_messages(agent_name: str, messages: Sequence[AgentMessage], *, instruction: bool = True,
-                    tools_line: str = "", dropped: int = 0) -> str | None:
+                    tools_line: str = "", deferred: int = 0) -> str | None:
     """``<letta_message>`` elements (oldest first) plus the instruction (and ``tools_line``: what the
-    subconscious may do in the project); None if no messages. ``dropped``: older notes left out for
-    Claude Code's limit, counted in a comment."""
-    if not messages and not dropped:
+    subconscious may do in the project); None if no messages. ``deferred``: newer notes that wait for the
+    next prompt or tool call (Claude Code's limit on hook output), counted in a comment."""
+    if not messages:
         return None
-    parts = ["<!-- %d older notes of the subconscious are not shown (Claude Code's limit on hook output); "
-             "`subconscious messages` lists them -->" % dropped] if dropped else []
-    parts += ['<letta_message from="%s" timestamp="%s">\n%s\n</letta_message>'
+    parts = ['<letta_message from="%s" timestamp="%s">\n%s\n</letta_message>'
               % (escape_attr(agent_name), escape_attr(m.date or "unknown"), escape(m.content))
               for m in messages]
+    if deferred:
+        parts.append("<!-- %d newer notes of the subconscious follow with the next prompt or tool call (Claude "
+                     "Code's limit on what a hook may add) -->" % deferred)
     if instruction:
         parts.append("<instruction>%s</instruction>" % escape(" ".join(t for t in (WHISPER_INSTRUCTION, tools_line) if t)))
     return "\n".join(parts)
@@ -332,42 +333,43 @@ def _cut_note(m: AgentMessage, limit: int | None) -> AgentMessage:
 
 
 def _fit(render: Callable[[frozenset, frozenset, int | None, int], str], blocks: Sequence[tuple[str, int]],
-         changes: Sequence[tuple[str, int]], notes: int, cap: int) -> str:
-    """The fullest rendering of an injection that is at most ``cap`` characters.
+         changes: Sequence[tuple[str, int]], notes: int, cap: int) -> tuple[str, int]:
+    """The fullest rendering of an injection that is at most ``cap`` characters, and how many notes (the
+    newest) it leaves for a later hook.
 
-    ``render(hidden_blocks, hidden_changes, note_cut, notes_dropped)`` builds the text. ``blocks`` and
+    ``render(hidden_blocks, hidden_changes, note_cut, deferred)`` builds the text. ``blocks`` and
     ``changes`` are (label, size). Given up first, largest first: whole memory blocks, then block changes —
-    each then named with its size (the rest stays in the agent's memory); then every note's text is cut
-    shorter; then the oldest notes are left out (counted in the text). Nothing is ever cut inside a tag:
-    whole elements go, or a note's text is shortened. If even that is too long (thousands of blocks), a
-    one-line summary."""
+    each then named with its size (the rest stays in the agent's memory); then the newest notes wait for
+    the next hook (nothing is lost: they are not recorded as shown); only a single note too long on its own
+    is shortened. Nothing is ever cut inside a tag: whole elements go, or a note's text is shortened. If even
+    that is too long (thousands of blocks), a one-line summary."""
     hidden_b: frozenset = frozenset()
     hidden_c: frozenset = frozenset()
     text = render(hidden_b, hidden_c, None, 0)
     for label, _ in sorted(blocks, key=lambda x: -x[1]):
         if len(text) <= cap:
-            return text
+            return text, 0
         hidden_b = hidden_b | {label}
         text = render(hidden_b, hidden_c, None, 0)
     for label, _ in sorted(changes, key=lambda x: -x[1]):
         if len(text) <= cap:
-            return text
+            return text, 0
         hidden_c = hidden_c | {label}
         text = render(hidden_b, hidden_c, None, 0)
+    deferred = 0
+    while len(text) > cap and deferred < notes - 1:
+        deferred += 1
+        text = render(hidden_b, hidden_c, None, deferred)
     for limit in NOTE_CUTS:
         if len(text) <= cap:
-            return text
-        text = render(hidden_b, hidden_c, limit, 0)
-    dropped = 0
-    while len(text) > cap and dropped < notes:
-        dropped += 1
-        text = render(hidden_b, hidden_c, NOTE_CUTS[-1], dropped)
+            return text, deferred
+        text = render(hidden_b, hidden_c, limit, deferred)
     if len(text) <= cap:
-        return text
+        return text, deferred
     summary = ("<letta_context>The subconscious has %d memory blocks, %d changed blocks and %d new notes: more "
                "than Claude Code lets a hook show. `subconscious memory` and `subconscious messages` show them."
                "</letta_context>" % (len(blocks), len(changes), notes))
-    return summary[:cap]
+    return summary[:cap], 0
 
 
 # --------------------------------------------------------------------------- per hook
@@ -376,11 +378,20 @@ def _fit(render: Callable[[frozenset, frozenset, int | None, int], str], blocks:
 class Injection:
     """What a hook prints (``text``; None = print nothing) and the state to save after printing:
     ``last_seen_id`` and ``block_values`` (the new ``last_block_values``; whisper and off mode
-    hand back the old ones unchanged)."""
+    hand back the old ones unchanged). ``deferred``: ids of the newest notes left for the next hook
+    (Claude Code's limit on hook output): not shown, so not to be recorded as shown."""
 
     text: str | None
     last_seen_id: str | None
     block_values: dict[str, str] | None = field(default=None)
+    deferred: tuple[str, ...] = ()
+
+
+def _deferred(fresh: Sequence[AgentMessage], n: int, seen: str | None) -> tuple[tuple[str, ...], str | None]:
+    """(ids of the ``n`` newest notes of ``fresh``, the id seen up to: the newest note shown)."""
+    if not n:
+        return (), seen
+    return tuple(m.id for m in fresh[len(fresh) - n:]), fresh[len(fresh) - n - 1].id
 
 
 def _copy(values: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -408,9 +419,9 @@ def prompt_injection(mode: str, agent_name: str, messages_newest_first: Iterable
     first = full and last_block_values is None
     changes = changed_blocks(bl, last_block_values) if full else []
 
-    def render(hidden_blocks, hidden_changes, cut, dropped):
-        parts = [format_messages(agent_name, [_cut_note(m, cut) for m in fresh[dropped:]], tools_line=line,
-                                 dropped=dropped)]
+    def render(hidden_blocks, hidden_changes, cut, deferred):
+        parts = [format_messages(agent_name, [_cut_note(m, cut) for m in fresh[:len(fresh) - deferred]],
+                                 tools_line=line, deferred=deferred)]
         if first:
             parts.insert(0, format_full_context(agent_name, bl, agent_description=agent_description,
                                                 conversation_url=conversation_url, tools_line=line,
@@ -419,10 +430,11 @@ def prompt_injection(mode: str, agent_name: str, messages_newest_first: Iterable
             parts.append(format_memory_update(changes, hidden_changes))
         return "\n\n".join(p for p in parts if p)
 
-    text = _fit(render, [(b.label, len(b.value)) for b in bl] if first else [],
-                [(c.label, _change_size(c)) for c in changes], len(fresh), INJECTION_CAP)
+    text, n = _fit(render, [(b.label, len(b.value)) for b in bl] if first else [],
+                   [(c.label, _change_size(c)) for c in changes], len(fresh), INJECTION_CAP)
     values = {b.label: b.value for b in bl} if full else _copy(last_block_values)
-    return Injection(text or None, seen, values)
+    deferred, seen = _deferred(fresh, n, seen)
+    return Injection(text or None, seen, values, deferred)
 
 
 def pre_tool_context(text: str) -> str:
@@ -448,12 +460,14 @@ def pre_tool_injection(mode: str, agent_name: str, messages_newest_first: Iterab
     bl = [as_block(b) for b in blocks] if diffs else []
     changes = changed_blocks(bl, last_block_values) if diffs else []
 
-    def render(_hidden_blocks, hidden_changes, cut, dropped):
-        parts = [format_messages(agent_name, [_cut_note(m, cut) for m in fresh[dropped:]], dropped=dropped),
+    def render(_hidden_blocks, hidden_changes, cut, deferred):
+        parts = [format_messages(agent_name, [_cut_note(m, cut) for m in fresh[:len(fresh) - deferred]],
+                                 deferred=deferred),
                  format_memory_update(changes, hidden_changes)]
         return "\n\n".join(p for p in parts if p)
 
-    text = _fit(render, [], [(c.label, _change_size(c)) for c in changes], len(fresh),
-                INJECTION_CAP - len(pre_tool_context("")))
+    text, n = _fit(render, [], [(c.label, _change_size(c)) for c in changes], len(fresh),
+                   INJECTION_CAP - len(pre_tool_context("")))
     values = {b.label: b.value for b in bl} if diffs else _copy(last_block_values)
-    return Injection(pre_tool_output(text) if text else None, seen, values)
+    deferred, seen = _deferred(fresh, n, seen)
+    return Injection(pre_tool_output(text) if text else None, seen, values, deferred)

@@ -166,6 +166,9 @@ def fetch_injection(ctx: SessionContext, *, page: int, budget: float, pre_tool: 
     build = pre_tool_injection if pre_tool else prompt_injection
     extra = {} if pre_tool else {"sdk_tools": ctx.settings.sdk_tools}
     injection = build(ctx.settings.mode, local.agent_name, to_show(look, mine), None, blocks, last_values, **extra)
+    if injection.deferred:  # left for the next hook by Claude Code's limit: not this hook's to record
+        claims.release(directory, ctx.session_id, injection.deferred, owner=owner)
+        mine = [n for n in mine if n not in set(injection.deferred)]
 
     def written() -> None:
         mark = after_printed(directory, ctx.session_id, look, mine, printed, owner=owner)

@@ -39,6 +39,8 @@ def test_a_prompt_injection_never_exceeds_the_cap_and_stays_well_formed(data, mo
         return
     assert len(inj.text) <= INJECTION_CAP
     root = parse(inj.text)
+    shown_ids = {n["id"] for n in notes if n["content"].strip()} - set(inj.deferred)
+    assert len(root.findall("letta_message")) in (len(shown_ids), 0)  # 0: the one-line summary
     if mode == "full" and last is None and not root.findtext("letta_context", "").startswith("The subconscious has"):
         shown = root.find("letta_memory_blocks").findall("letta_memory_block")
         assert [b.get("label") for b in shown] == [b.label for b in blocks]  # every block named, in order
@@ -81,11 +83,19 @@ def test_a_huge_block_is_named_with_its_size_and_the_note_still_shown():
     assert inj.block_values == {"guidance": "Keep answers short.", "session_patterns": "x" * 30_000}
 
 
-def test_many_long_notes_are_shortened_then_the_oldest_counted_not_shown():
-    notes = [{"id": f"m{i}", "content": f"note {i} " + "y" * 3000, "message_type": "assistant_message"}
+def test_many_long_notes_the_newest_wait_for_the_next_hook_none_lost():
+    notes = [{"id": f"m{i}", "content": f"note {i:02d} " + "y" * 3000, "message_type": "assistant_message"}
              for i in range(40)]
     inj = prompt_injection("whisper", "Sub", list(reversed(notes)), None)
     assert len(inj.text) <= INJECTION_CAP
-    assert "note 39 " in inj.text and "more characters]" in inj.text  # the newest is there, shortened
-    assert "older notes of the subconscious are not shown" in inj.text
-    assert inj.last_seen_id == "m39"
+    assert "note 00 " in inj.text and "more characters]" not in inj.text  # the oldest first, whole
+    assert "newer notes of the subconscious follow" in inj.text
+    shown = [n["id"] for n in notes if f"note {n['id'][1:].zfill(2)} " in inj.text]
+    assert shown and list(inj.deferred) == [n["id"] for n in notes][len(shown):]  # the rest, for later
+    assert inj.last_seen_id == shown[-1]
+
+
+def test_one_note_longer_than_the_limit_is_shortened():
+    notes = [{"id": "m1", "content": "z" * 50_000, "message_type": "assistant_message"}]
+    inj = prompt_injection("whisper", "Sub", notes, None)
+    assert len(inj.text) <= INJECTION_CAP and "more characters]" in inj.text and inj.deferred == ()

@@ -224,10 +224,14 @@ def test_more_new_notes_than_a_page_are_all_shown_oldest_first(tmp_path, letta):
     for i, text in enumerate(notes):
         letta.say(conv, text)
         letta.say(conv, f"user {i}", message_type="user_message")
-    out = json.loads(s.hook("pre-tool-use"))["hookSpecificOutput"]["additionalContext"]
+    first = json.loads(s.hook("pre-tool-use"))["hookSpecificOutput"]["additionalContext"]
+    # Claude Code keeps 10,000 characters of what a hook adds: the newest notes wait for the next hook
+    assert len(first) <= 10_000 and "follow with the next prompt or tool call" in first
+    out = first + s.hook("user-prompt-submit")
     positions = [out.find(f"\n{t}\n") for t in notes]
     assert all(p >= 0 for p in positions), [t for t, p in zip(notes, positions) if p < 0][:5]
     assert positions == sorted(positions)
+    assert all(out.count(f"\n{t}\n") == 1 for t in notes)
     assert "first note" not in out
     assert s.hook("user-prompt-submit") == ""
 
