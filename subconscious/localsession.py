@@ -41,7 +41,6 @@ class LocalSession:
     attempt_inserts: list[str] | None = None  # keys of the notices (notices.py) that attempt carries
     attempt_skipped: list[str] | None = None  # digests of the answers it leaves out (delivered before)
     reinject: str | None = None  # compact/clear: Claude's context was replaced; what it knew is shown again once
-    compacting_since: float | None = None  # a PreCompact began (epoch s): the compaction's subagent is not sent
     start_after: str | None = None  # the same for the start message
     anchor: list | None = None  # [cursor, uuid of the transcript line at the cursor]: line identity
     offset: int = 0  # cursor minus the line's index in the current file (a rewritten, shorter transcript)

@@ -19,5 +19,5 @@ def handle(event: HookEvent) -> str | None:
     trigger = event.data.get("trigger")
     notices.add(ctx.sessions_dir, ctx.session_id, "compacted", position(ctx, transcript_of(ctx)),
                 trigger=trigger if trigger in ("manual", "auto") else "compaction", summary=summary)
-    hand_over(ctx, compacting_since=None)
+    hand_over(ctx)
     return None

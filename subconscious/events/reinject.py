@@ -9,7 +9,7 @@ context: Claude Code keeps it after the compaction boundary):
   ``/clear``, those of the session it ended, found through the note SessionEnd left on this machine).
 
 Notes that are new (past the watermark) are left to the next prompt or tool call, as always. The mark
-(``reinject`` in the machine-local session file, set by PreCompact and here) is cleared only once the text
+(``reinject`` in the machine-local session file, set by SessionStart before anything else) is cleared only once the text
 was printed, so a hook that failed (server down) leaves it for the next SessionStart."""
 
 from __future__ import annotations

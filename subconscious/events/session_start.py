@@ -94,6 +94,10 @@ def handle(event: HookEvent) -> str | None:
         sweep_local_temps(ctx.rt.local.root)
     except Exception as exc:  # noqa: BLE001 - housekeeping never stops a session from starting
         log.debug("session-start: temp sweep failed: %s", exc)
+    if event.data.get("source") in ("compact", "clear"):  # marked first: a failure below leaves it for later
+        local = localsession.load(ctx.sessions_dir, ctx.session_id)
+        local.reinject = event.data["source"]
+        localsession.save(ctx.sessions_dir, local)
     conv = begin(ctx, event)
     from ..spawn import spawn_worker
 
@@ -157,8 +161,6 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
             log.warning("session-start: no tools for session %s: %s", ctx.session_id, refused)
     if isinstance(event.data.get("transcript_path"), str):
         local.transcript_path = event.data["transcript_path"]
-    if event.data.get("source") == "compact":
-        local.compacting_since = None  # the compaction is over (its subagent has stopped)
     # the start message, once per conversation: a resumed or compacted session's conversation has it (an
     # upstream session resumed here has no start_for yet: its conversation had one too)
     source = event.data.get("source")

@@ -1,19 +1,18 @@
 """SubagentStop: a subagent finished. Its own transcript (``agent_transcript_path``: its task, tool calls,
 results and report; the main transcript has only the call and the report) reaches the agent as part of the
-session, labelled with its ``agent_type``, placed where the subagent ran. The compaction's subagent (no
-type, during a PreCompact) is not sent: it only re-reads the session the agent already has."""
+session, labelled with its ``agent_type``, placed where the subagent ran. The compaction's subagent (it has
+no type; a subagent of the Agent/Task tool always has one) is not sent: it only re-reads the session the
+agent already has."""
 
 from __future__ import annotations
 
 import re
 import time
 
-from .. import localsession, notices
+from .. import notices
 from ..hookrun import HookEvent
 from ..pipeline import Skip, open_session
 from .lifecycle import hand_over, position, require_conversation, transcript_of
-
-COMPACTING_S = 600.0
 
 
 def handle(event: HookEvent) -> str | None:
@@ -23,9 +22,7 @@ def handle(event: HookEvent) -> str | None:
     agent_type = data.get("agent_type") if isinstance(data.get("agent_type"), str) else ""
     agent_id = data.get("agent_id") if isinstance(data.get("agent_id"), str) else ""
     path = data.get("agent_transcript_path")
-    local = localsession.load(ctx.sessions_dir, ctx.session_id)
-    since = local.compacting_since
-    if not agent_type or (since is not None and time.time() - since < COMPACTING_S):
+    if not agent_type:
         raise Skip(f"subagent {agent_id or '?'} is the compaction's (type {agent_type!r}): not sent")
     if not isinstance(path, str) or not path:
         raise Skip(f"subagent {agent_id or '?'} has no agent_transcript_path")
