@@ -17,7 +17,10 @@ line and a digest of those lines). The cursor moves only once a turn on K comple
 - the cursor is anchored to line identity (the ``uuid`` of the line at the cursor); a transcript that was
   rewritten or shrank is detected and delivery goes on after the last line already delivered;
 - a failure leaves a retry marker (localsession.mark_pending) with a backoff; the next hook of any session
-  on this machine starts a worker for it (spawn.pickup), so nothing waits for another Stop.
+  on this machine starts a worker for it (spawn.pickup), so nothing waits for another Stop;
+- notices (notices.py: a subagent's transcript, a compaction, an answer the file lags on) ride in the update
+  before their line; the attempt records which (``attempt_inserts``), and only a completed turn on it drops
+  them, so each reaches the agent once.
 """
 
 from __future__ import annotations
