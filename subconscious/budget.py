@@ -185,10 +185,17 @@ def read_usage(store, host: str, caps: Caps, now_s: float | None = None) -> Toda
 
 
 def record(rt, store, chars: int, summarised: bool = False) -> None:
-    """Count one message sent by this host today. Never raises: the message is delivered already, and a
-    failure here must not make the worker send it again."""
+    """Count one message sent by this host today — only while a cap is set: a count is a write of this host's
+    shard (a new version of a file the sync engine carries, holding every conversation entry), not worth
+    making after every delivery for nothing. Never raises: the message is delivered already, and a failure
+    here must not make the worker send it again."""
     from .state.locks import host_lock
 
+    try:
+        if not caps_from_env().any:
+            return
+    except BudgetError:
+        pass  # a cap is meant, if mistyped: count
     try:
         with host_lock(rt.local.locks, f"{rt.host.id}.usage", timeout=30.0):
             day = today()

@@ -89,9 +89,10 @@ def _record_many(tmp: str, host: str, n: int) -> None:
         budget.record(rt, store, 10)
 
 
-def test_counters_of_two_hosts_and_of_parallel_workers_on_one_host_add_up(tmp_path):
+def test_counters_of_two_hosts_and_of_parallel_workers_on_one_host_add_up(tmp_path, monkeypatch):
     """Several worker processes of one host count at once (a machine-local lock: no count lost), another
     host counts in the same home (its own key: neither overwrites the other); every reader sees the sum."""
+    monkeypatch.setenv("SUBCONSCIOUS_DAILY_TURNS_TOTAL", "19")  # counted while a cap is set (workers inherit it)
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_record_many, args=(str(tmp_path), "laptop", 5)) for _ in range(3)]
     procs.append(ctx.Process(target=_record_many, args=(str(tmp_path), "desktop", 4)))
@@ -107,3 +108,15 @@ def test_counters_of_two_hosts_and_of_parallel_workers_on_one_host_add_up(tmp_pa
     assert r["all_machines"]["turns"] == 19 and r["all_machines"]["chars"] == 190
     assert r["reached"] == "the daily turns of all machines: 19 of 19 used today (UTC)"
     assert "OVER BUDGET" in budget.report_line(r) and "all machines 190 chars / 19 turns" in budget.report_line(r)
+
+
+def test_without_a_cap_nothing_is_counted_and_the_shard_is_not_rewritten(tmp_path, monkeypatch):
+    for var in budget.ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    rt, store = _rt(tmp_path, "laptop")
+    store.put_setting("agentId", "agent-x")
+    shard = tmp_path / "home" / "hosts" / "laptop.json"
+    before = shard.read_bytes(), shard.stat().st_mtime_ns
+    budget.record(rt, store, 500)
+    assert (shard.read_bytes(), shard.stat().st_mtime_ns) == before
+    assert budget.parse_usage(store.setting(budget.usage_key("laptop")), budget.today()).turns == 0
