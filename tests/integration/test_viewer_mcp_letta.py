@@ -245,7 +245,7 @@ def test_viewer_edit_goes_to_letta_only_when_asked_and_only_over_the_block_it_re
 
 @pytest.mark.claude
 def test_claude_code_starts_the_plugins_mcp_server_and_its_tool_answers_the_model(home, claude_sandbox):
-    """The plugin as Claude Code loads it: plugin.json's mcpServers starts hooks/mcp from
+    """The plugin as Claude Code loads it: plugin.json's mcpServers starts hooks/run mcp from
     ${CLAUDE_PLUGIN_ROOT}, which finds `subconscious` and runs `subconscious mcp`; the model calls
     search_memory and the memory's line comes back to it as the tool's result. (Last in this module: the
     run's own SessionStart adds a session to the shared home.)"""

@@ -317,3 +317,19 @@ def test_a_lock_left_without_a_pid_or_held_for_hours_is_taken_over(sb):
     sb.wait_setup()
     assert sb.hook("stop").stdout == "PLUGIN-INSTALL hook stop\n", sb.log()
     assert "took over the lock of set-up ?" in sb.log()
+
+
+def test_the_mcp_server_starts_through_the_same_launcher(sb):
+    """plugin.json's mcpServers runs `/bin/sh hooks/run mcp`: `subconscious mcp` from the first command found;
+    with none yet, a reason on stderr and a failure exit (Claude Code lists the server as failed), and the
+    set-up starts as for a hook."""
+    server = json.loads((REPO / ".claude-plugin" / "plugin.json").read_text())["mcpServers"]["subconscious"]
+    assert (server["command"], server["args"]) == ("/bin/sh", ["${CLAUDE_PLUGIN_ROOT}/hooks/run", "mcp"])
+    sb.python()
+    r = sb.hook("mcp")
+    assert r.returncode == 1 and "not installed yet" in r.stderr and r.stdout == ""
+    sb.wait_setup()
+    r = sb.hook("mcp")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "PLUGIN-INSTALL mcp\n", "")
+    sb.command_on(sb.bin)
+    assert sb.hook("mcp").stdout == "FOUND %s mcp\n" % sb.bin
