@@ -209,7 +209,9 @@ def _remove_local(local_root: Path, sid: str) -> bool:
             gone = True
         except FileNotFoundError:
             pass
-    return gone
+    from .notices import NOTICES  # what hooks queued for the agent beside the transcript (notices.py)
+
+    return _remove_tree(local_root / "sessions" / NOTICES / sid) or gone
 
 
 def run_gc(store: Store, local_root: Path, *, age_ms: int, dry_run: bool = False,

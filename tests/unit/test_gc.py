@@ -124,6 +124,10 @@ def test_a_session_a_process_is_still_working_on_is_kept_even_with_0d(tmp_path):
     idle = localsession.LocalSession("idle", cwd="/x")
     localsession.save(sessions_dir, idle)
     os.utime(localsession.path_for(sessions_dir, "idle"), (OLD / 1000, OLD / 1000))
+    from subconscious import notices
+
+    notices.add(sessions_dir, "idle", "subagent", 3, text="an old subagent's report")  # never delivered
+    os.utime(localsession.path_for(sessions_dir, "idle"), (OLD / 1000, OLD / 1000))
 
     result = gc(tmp_path, "alpha", "0d")
 
@@ -134,6 +138,7 @@ def test_a_session_a_process_is_still_working_on_is_kept_even_with_0d(tmp_path):
         assert s.session("hook").last_processed_index == 4
         assert s.session("idle") is None
     assert not localsession.path_for(sessions_dir, "idle").exists()  # its machine-local file went too
+    assert not (sessions_dir / notices.NOTICES / "idle").exists()  # and what it had queued beside the transcript
     assert localsession.path_for(sessions_dir, "hook").exists()
 
 
