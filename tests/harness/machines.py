@@ -85,3 +85,9 @@ class Machine:
                               env=self.env, timeout=timeout, cwd=str(self.project))
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc
+
+    def json(self, *args: str) -> dict:
+        """A CLI verb's ``--json`` output (the verb must succeed)."""
+        proc = self.cli(*args, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)

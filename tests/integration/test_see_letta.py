@@ -6,87 +6,16 @@ with plain httpx) and the state files (read through the Store API)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import httpx
 import pytest
 
-from subconscious.state.store import Store
 from tests.harness.hooks import conversation_messages, run_hook as hook
 from tests.harness.letta_fixtures import delete_agent, import_agent
-from tests.harness.transcripts import Transcript
+from tests.harness.machines import Machine, machine_env, reader
 
 pytestmark = pytest.mark.letta
-
-
-def machine_env(tmp: Path, letta_env: dict, host: str, agent_id: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}
-    env.update(letta_env, HOME=str(tmp / f"user-{host}"), SUBCONSCIOUS_STATE_DIR=str(tmp / f"local-{host}"),
-               SUBCONSCIOUS_HOST=host, LETTA_HOME=str(tmp / "shared"), LETTA_AGENT_ID=agent_id, LETTA_MODE="full",
-               COLUMNS="80")
-    return env
-
-
-def reader(tmp: Path) -> Store:
-    return Store(tmp / "shared" / ".letta" / "claude", "reader", tmp / "r" / "locks", tmp / "r" / "clocks",
-                 read_only=True)
-
-
-def wait_for(what: str, ok, env: dict, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = ok()
-        if got:
-            return got
-        time.sleep(0.3)
-    log = Path(env["SUBCONSCIOUS_STATE_DIR"]) / "logs" / "subconscious.log"
-    raise AssertionError(f"{what} never happened; log:\n{log.read_text()[-3000:] if log.exists() else ''}")
-
-
-def started(env: dict, sid: str) -> bool:
-    path = Path(env["SUBCONSCIOUS_STATE_DIR"]) / "sessions" / f"{sid}.json"
-    return path.exists() and json.loads(path.read_text()).get("pending_start") is None
-
-
-class Machine:
-    def __init__(self, tmp: Path, env: dict, project: str):
-        self.tmp, self.env = tmp, env
-        self.sid = str(uuid.uuid4())
-        self.project = tmp / project
-        self.project.mkdir(exist_ok=True)
-        self.tr = Transcript(tmp / "t" / f"{self.sid}.jsonl", self.sid, str(self.project))
-        self.base = {"session_id": self.sid, "transcript_path": str(self.tr.path), "cwd": str(self.project)}
-
-    def start(self) -> None:
-        hook("session-start", {**self.base, "hook_event_name": "SessionStart", "source": "startup"}, self.env)
-        wait_for("the start message's delivery", lambda: started(self.env, self.sid), self.env)
-
-    def turn(self, user: str, answer: str = "ok") -> None:
-        self.tr.user(user).assistant(answer)
-        hook("stop", {**self.base, "hook_event_name": "Stop", "stop_hook_active": False}, self.env)
-        last = self.tr.line_count() - 1
-        wait_for("the turn's delivery", lambda: (s := reader(self.tmp).session(self.sid)) is not None
-                 and s.last_processed_index >= last, self.env)
-
-    def prompt(self, text: str) -> str:
-        return hook("user-prompt-submit", {**self.base, "hook_event_name": "UserPromptSubmit", "prompt": text},
-                    self.env).stdout
-
-    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "subconscious", *args], capture_output=True, text=True,
-                              env=self.env, timeout=timeout, cwd=str(self.project))
-        assert "Traceback" not in proc.stderr, proc.stderr
-        return proc
-
-    def json(self, *args: str) -> dict:
-        proc = self.cli(*args, "--json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +30,9 @@ def two_machines(tmp_path_factory, letta_server):
     agent = import_agent(letta_server.base_url)
     letta_env = {"LETTA_BASE_URL": letta_server.base_url, "LETTA_API_KEY": "test-key-not-checked-by-the-server",
                  "LETTA_MODEL": "openai-proxy/fake-model"}
-    laptop = Machine(tmp, machine_env(tmp, letta_env, "laptop", agent["id"]), "webapp")
-    desktop = Machine(tmp, machine_env(tmp, letta_env, "desktop", agent["id"]), "webapp-desktop")
+    narrow = {"COLUMNS": "80"}  # the tables must fit 80 columns
+    laptop = Machine(tmp, {**machine_env(tmp, letta_env, "laptop", agent["id"]), **narrow}, "webapp")
+    desktop = Machine(tmp, {**machine_env(tmp, letta_env, "desktop", agent["id"]), **narrow}, "webapp-desktop")
     try:
         laptop.start()
         laptop.prompt("hi")  # full mode: the blocks are shown and recorded in the session
