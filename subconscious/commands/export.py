@@ -14,15 +14,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .common import load_runtime
     from ..archive import collect, write_archive
-    from ..config import ConfigError
-    from ..runtime import runtime
-    from ..state.ids import InvalidIdentifier
 
-    try:
-        rt = runtime()
-    except (ConfigError, InvalidIdentifier) as exc:
-        print(f"subconscious: {exc}", file=sys.stderr)
+    rt = load_runtime()
+    if rt is None:
         return 2
     if not rt.settings.state_home.is_dir():
         print(f"subconscious export: no state at {rt.settings.state_home}", file=sys.stderr)

@@ -35,11 +35,9 @@ def render(out: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import ConfigError
+    from .common import load_runtime
     from ..gc import run_gc
     from ..log import setup
-    from ..runtime import runtime
-    from ..state.ids import InvalidIdentifier
     from ..state.locks import LockTimeout
     from ..state.retention import parse_age
     from ..state.store import StoreError
@@ -49,10 +47,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"subconscious gc: {exc}", file=sys.stderr)
         return 2
-    try:
-        rt = runtime()
-    except (ConfigError, InvalidIdentifier) as exc:
-        print(f"subconscious: {exc}", file=sys.stderr)
+    rt = load_runtime()
+    if rt is None:
         return 2
     setup(rt.local.logs, debug=rt.settings.debug)
     if not rt.settings.state_home.is_dir():

@@ -15,18 +15,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .common import load_runtime
     from ..archive import ArchiveError, import_into, read_archive
-    from ..config import ConfigError
     from ..log import setup
-    from ..runtime import runtime
-    from ..state.ids import InvalidIdentifier
     from ..state.locks import LockTimeout
     from ..state.store import StoreError
 
-    try:
-        rt = runtime()
-    except (ConfigError, InvalidIdentifier) as exc:
-        print(f"subconscious: {exc}", file=sys.stderr)
+    rt = load_runtime()
+    if rt is None:
         return 2
     setup(rt.local.logs, debug=rt.settings.debug)
     try:

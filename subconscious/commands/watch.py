@@ -24,10 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import ConfigError
+    from .common import load_runtime
     from ..log import setup
-    from ..runtime import runtime
-    from ..state.ids import InvalidIdentifier
     from ..watcher import Watcher
 
     from ..state.retention import parse_age
@@ -40,10 +38,8 @@ def run(args: argparse.Namespace) -> int:
     if args.debounce < 0 or args.interval <= 0:
         print("subconscious watch: --debounce must be >= 0 and --interval > 0", file=sys.stderr)
         return 2
-    try:
-        rt = runtime()
-    except (ConfigError, InvalidIdentifier) as exc:
-        print(f"subconscious: {exc}", file=sys.stderr)
+    rt = load_runtime()
+    if rt is None:
         return 2
     log = setup(rt.local.logs, debug=rt.settings.debug)
 
