@@ -97,4 +97,3 @@ def floor_of(settings: dict[str, Setting]) -> Stamp:
         return Stamp.decode(record.value) if record is not None else ZERO
     except ValueError:
         return ZERO
-

@@ -140,4 +140,3 @@ class Upkeep:
                 return moved
             finally:
                 self.retiring = frozenset()
-

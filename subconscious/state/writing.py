@@ -218,4 +218,3 @@ class Writing:
         snap = self._write(lambda stamp: ({}, {}))
         self.sweep_temp()
         return snap
-
