@@ -18,14 +18,13 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from subconscious import localsession
-from subconscious.state.store import Store
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
+from tests.harness.claude_machine import ClaudeMachine
 from tests.harness.hooks import conversation_messages
 
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
@@ -51,52 +50,26 @@ print("still delivering after 100 s")
 
 # --------------------------------------------------------------------------- helpers
 
-class Machine:
-    """One simulated host: its own Claude Code sandbox, local state dir and host name; the shared home."""
+class Machine(ClaudeMachine):
+    """One simulated host: its own Claude Code sandbox, local state dir and host name; the shared home. Every
+    run shows the hooks of EVENTS but PreToolUse (a run may call no tool)."""
 
     def __init__(self, sandbox: ClaudeSandbox, root: Path, host: str, letta_env: dict[str, str]):
-        self.sandbox, self.host = sandbox, host
-        self.local = root / f"local-{host}"
-        self.shared = root / "shared"
-        self.env = {**letta_env, "LETTA_HOME": str(self.shared), "SUBCONSCIOUS_STATE_DIR": str(self.local),
-                    "SUBCONSCIOUS_HOST": host, "LETTA_MODE": "full", "SUBCONSCIOUS_FETCH_TTL": "0"}
-        self.path = sandbox.path_with_subconscious()
-
-    def run(self, prompt: str, **kw: Any) -> ClaudeRun:
-        run = self.sandbox.run(prompt, env=self.env, path=self.path, output_format="stream-json",
-                               allowed_tools=("Bash", "Read"), **kw)
-        assert run.returncode == 0, run.describe()
-        assert "Traceback" not in run.stdout + run.stderr
-        responses = [e for e in run.output if isinstance(e, dict) and e.get("subtype") == "hook_response"]
-        assert EVENTS - {"PreToolUse"} <= {r["hook_event"] for r in responses}, run.describe()
-        for r in responses:  # every hook ran our command, quietly, and succeeded
-            assert (r["exit_code"], r["outcome"], r["stderr"]) == (0, "success", ""), r
-        return run
-
-    @property
-    def sessions(self) -> Path:
-        return self.local / "sessions"
-
-    def store(self) -> Store:
-        return Store(self.shared / ".letta" / "claude", "test-reader", self.local.parent / "reader-locks",
-                     self.local.parent / "reader-clocks", read_only=True)
+        super().__init__(sandbox, root, letta_env, host=host, hook_events=EVENTS - {"PreToolUse"})
 
     def wait_delivered(self, sid: str, run: ClaudeRun, timeout: float = 120) -> float:
         """Until the detached worker has delivered everything this machine has for ``sid``: the start
         message, no delivery pending or in flight, and the shared cursor past Claude's last answer in
         ``run``'s transcript (the worker reads the transcript itself; Stop hands it no payload)."""
         target = max(i for i, e in enumerate(run.transcript_entries()) if e.get("type") == "assistant")
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
+
+        def caught_up() -> bool:
             s = localsession.load(self.sessions, sid)
             state = self.store().session(sid)
             cursor = -1 if state is None else state.last_processed_index
-            if (s.pending_start is None and s.attempt is None and cursor >= target
-                    and not (self.sessions / "pending" / sid).exists()):
-                return time.monotonic() - t0
-            time.sleep(0.2)
-        log = self.local / "logs" / "subconscious.log"
-        raise AssertionError("the worker never caught up; log:\n" + (log.read_text()[-3000:] if log.exists() else ""))
+            return (s.pending_start is None and s.attempt is None and cursor >= target
+                    and not (self.sessions / "pending" / sid).exists())
+        return self.wait_until(caught_up, timeout)
 
 
 def system_texts(message: dict) -> str:

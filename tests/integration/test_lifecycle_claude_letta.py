@@ -15,63 +15,36 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from subconscious import localsession, notices
-from subconscious.state.store import Store
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
+from tests.harness.claude_machine import ClaudeMachine
 from tests.harness.hooks import conversation_messages
 
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
 
 
-class Machine:
-    """One host: a Claude Code sandbox, its own local state dir, the shared home."""
+class Machine(ClaudeMachine):
+    """One host: a Claude Code sandbox that may run subagents, its own local state dir, the shared home."""
 
     def __init__(self, sandbox: ClaudeSandbox, root: Path, letta_env: dict[str, str], mode: str):
-        self.sandbox = sandbox
-        self.local = root / "local"
-        self.shared = root / "shared"
-        self.env = {**letta_env, "LETTA_HOME": str(self.shared), "SUBCONSCIOUS_STATE_DIR": str(self.local),
-                    "SUBCONSCIOUS_HOST": "laptop", "LETTA_MODE": mode, "SUBCONSCIOUS_FETCH_TTL": "0"}
-        self.path = sandbox.path_with_subconscious()
-
-    def run(self, prompt: str, **kw: Any) -> ClaudeRun:
-        run = self.sandbox.run(prompt, env=self.env, path=self.path, output_format="stream-json",
-                               allowed_tools=("Bash", "Read", "Agent", "Task"), **kw)
-        assert run.returncode == 0, run.describe()
-        assert "Traceback" not in run.stdout + run.stderr
-        for r in (e for e in run.output if isinstance(e, dict) and e.get("subtype") == "hook_response"):
-            assert (r["exit_code"], r["outcome"], r["stderr"]) == (0, "success", ""), r  # every hook, quietly
-        return run
-
-    @property
-    def sessions(self) -> Path:
-        return self.local / "sessions"
-
-    def store(self) -> Store:
-        return Store(self.shared / ".letta" / "claude", "test-reader", self.local.parent / "reader-locks",
-                     self.local.parent / "reader-clocks", read_only=True)
+        super().__init__(sandbox, root, letta_env, mode=mode, allowed_tools=("Bash", "Read", "Agent", "Task"))
 
     def wait_delivered(self, sid: str, transcript: Path, timeout: float = 60) -> None:
         """Until the worker has delivered everything of ``sid``: start message, every line up to Claude's
         last answer in the file, every notice; nothing pending or in flight."""
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
+        def caught_up() -> bool:
             lines = transcript.read_text().splitlines()
             target = max((i for i, l in enumerate(lines) if '"type":"assistant"' in l), default=-1)
             s = localsession.load(self.sessions, sid)
             state = self.store().session(sid)
             left = [n for n in notices.load_all(self.sessions, sid) if n["kind"] != "answered"]
-            if (state is not None and s.pending_start is None and s.attempt is None and not left
-                    and state.last_processed_index >= target and not (self.sessions / "pending" / sid).exists()):
-                return
-            time.sleep(0.2)
-        log = self.local / "logs" / "subconscious.log"
-        raise AssertionError("the worker never caught up; log:\n" + (log.read_text()[-4000:] if log.exists() else ""))
+            return (state is not None and s.pending_start is None and s.attempt is None and not left
+                    and state.last_processed_index >= target and not (self.sessions / "pending" / sid).exists())
+        self.wait_until(caught_up, timeout)
 
 
 def sessions_seen(machine: Machine) -> set[str]:
