@@ -4,8 +4,11 @@ and the conversation read back straight from the Letta server."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Iterator
 
 import httpx
 
@@ -34,3 +37,27 @@ def conversation_messages(base_url: str, conversation_id: str) -> list[dict]:
         if len(page) < 100:
             return out
         after = page[-1]["id"]
+
+
+# The hooks a Claude Code session runs on its way: each is checked for what it must not load.
+HOOK_EVENTS = ("pre-tool-use", "user-prompt-submit", "session-start", "stop")
+_LOADED_PROBE = ("import sys; from subconscious.cli import main; main(['hook', sys.argv[1]]); "
+                 "import json; print('LOADED', json.dumps(sorted(sys.modules)), file=sys.stderr)")
+
+
+def hook_loaded_modules(tmp: Path, letta_base_url: str) -> Iterator[tuple[str, set[str], str]]:
+    """Each of HOOK_EVENTS as a real process (the CLI's ``main``, full mode, a fresh home under ``tmp``, Letta
+    at ``letta_base_url``): yields the event, every module the process had loaded once the hook returned,
+    and the rest of its stderr. The hook must return (a process that dies before the report fails here)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}
+    env.update(HOME=str(tmp), SUBCONSCIOUS_STATE_DIR=str(tmp / "local"), LETTA_HOME=str(tmp / "h"),
+               LETTA_BASE_URL=letta_base_url, LETTA_MODE="full")
+    for event in HOOK_EVENTS:
+        data = {"session_id": "0b9d6c1e-5f1e-4c7a-9a57-1f7f2c3d4e5f", "hook_event_name": event, "cwd": str(tmp),
+                "transcript_path": str(tmp / "t.jsonl"), "prompt": "hi", "tool_name": "Read", "tool_input": {}}
+        out = subprocess.run([sys.executable, "-c", _LOADED_PROBE, event], input=json.dumps(data),
+                             capture_output=True, text=True, env=env, timeout=60, cwd=tmp)
+        reports = [x for x in out.stderr.splitlines() if x.startswith("LOADED ")]
+        assert len(reports) == 1, (event, out.stderr[-2000:])
+        said = "\n".join(x for x in out.stderr.splitlines() if not x.startswith("LOADED "))
+        yield event, set(json.loads(reports[0][len("LOADED "):])), said

@@ -187,23 +187,12 @@ def test_ask_prints_a_token_streamed_turn_as_one_line_per_message():
 
 
 def test_hooks_import_neither_rich_nor_the_see_package(tmp_path):
-    import os
-    import subprocess
-    import sys
+    from tests.harness.hooks import hook_loaded_modules
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}
-    env.update(HOME=str(tmp_path), SUBCONSCIOUS_STATE_DIR=str(tmp_path / "local"), LETTA_HOME=str(tmp_path / "h"),
-               LETTA_BASE_URL="http://127.0.0.1:9", LETTA_MODE="full")
-    probe = ("import sys; from subconscious.cli import main; main(['hook', sys.argv[1]]); "
-             "print('LOADED', sorted(m for m in sys.modules if m == 'rich' or m.startswith(('rich.', 'subconscious.see', "
-             "'subconscious.commands.tables'))), file=sys.stderr)")
-    for event in ("pre-tool-use", "user-prompt-submit", "session-start", "stop"):
-        data = {"session_id": "0b9d6c1e-5f1e-4c7a-9a57-1f7f2c3d4e5f", "hook_event_name": event, "cwd": str(tmp_path),
-                "transcript_path": str(tmp_path / "t.jsonl"), "prompt": "hi", "tool_name": "Read", "tool_input": {}}
-        out = subprocess.run([sys.executable, "-c", probe, event], input=json.dumps(data), capture_output=True,
-                             text=True, env=env, timeout=60, cwd=tmp_path)
-        line = [x for x in out.stderr.splitlines() if x.startswith("LOADED")]
-        assert line == ["LOADED []"], (event, out.stderr[-2000:])
+    for event, modules, stderr in hook_loaded_modules(tmp_path, "http://127.0.0.1:9"):
+        unwanted = sorted(m for m in modules if m == "rich" or m.startswith(("rich.", "subconscious.see",
+                                                                             "subconscious.commands.tables")))
+        assert unwanted == [], (event, stderr[-2000:])
 
 
 def test_the_history_file_keeps_changed_snapshots_only_bounded_and_private(tmp_path):

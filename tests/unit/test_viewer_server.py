@@ -8,14 +8,13 @@ import http.client
 import json
 import os
 import socket
-import subprocess
-import sys
 import threading
 
 import pytest
 
 from subconscious.viewer.backend import SeeBackend
 from subconscious.viewer.server import ViewerServer
+from tests.harness.hooks import hook_loaded_modules
 
 
 def closed_port() -> int:
@@ -90,15 +89,7 @@ def test_malformed_edits_are_refused_before_anything_is_sent(server):
 
 
 def test_no_hook_loads_the_mcp_sdk_or_the_viewer(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}
-    env.update(HOME=str(tmp_path), SUBCONSCIOUS_STATE_DIR=str(tmp_path / "local"), LETTA_HOME=str(tmp_path / "h"),
-               LETTA_BASE_URL=f"http://127.0.0.1:{closed_port()}", LETTA_MODE="full")
-    probe = ("import sys; from subconscious.cli import main; main(['hook', sys.argv[1]]); "
-             "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic') "
-             "or m.startswith(('subconscious.viewer', 'subconscious.mcpserver'))), file=sys.stderr)")
-    for event in ("pre-tool-use", "user-prompt-submit", "session-start", "stop"):
-        data = {"session_id": "0b9d6c1e-5f1e-4c7a-9a57-1f7f2c3d4e5f", "hook_event_name": event, "cwd": str(tmp_path),
-                "transcript_path": str(tmp_path / "t.jsonl"), "prompt": "hi", "tool_name": "Read", "tool_input": {}}
-        out = subprocess.run([sys.executable, "-c", probe, event], input=json.dumps(data), capture_output=True,
-                             text=True, env=env, timeout=60, cwd=tmp_path)
-        assert [x for x in out.stderr.splitlines() if x.startswith("LOADED")] == ["LOADED []"], (event, out.stderr[-2000:])
+    for event, modules, stderr in hook_loaded_modules(tmp_path, f"http://127.0.0.1:{closed_port()}"):
+        unwanted = sorted(m for m in modules if m.split(".")[0] in ("mcp", "mcp_types", "pydantic")
+                          or m.startswith(("subconscious.viewer", "subconscious.mcpserver")))
+        assert unwanted == [], (event, stderr[-2000:])
