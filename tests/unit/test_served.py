@@ -9,7 +9,9 @@ import http.client
 import json
 import os
 import stat
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -19,6 +21,7 @@ from subconscious.served.server import HookServer, answer_body, request_env, ser
 from subconscious.served.token import ensure_token, read_token, token_path
 from subconscious.settingsfile import (ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, count_ours, install, is_ours,
                                        served_hooks, uninstall)
+from tests.harness.letta_server import free_port
 from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fixture
 from tests.unit.test_install_properties import OURS, settings_without_ours
 
@@ -161,19 +164,22 @@ def test_the_token_is_made_once_private_and_a_damaged_one_is_kept_aside(tmp_path
     assert [p.read_text() for p in path.parent.glob("token.damaged-*")] == ["short\n"]
 
 
+def server_env(tmp: Path, state: Path, **extra: str) -> dict:
+    """What a started ``subconscious serve`` gets: PATH, a HOME under ``tmp``, its local state dir and this
+    checkout importable (plus ``extra``)."""
+    return {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp), "SUBCONSCIOUS_STATE_DIR": str(state),
+            "PYTHONPATH": os.pathsep.join(sys.path), **extra}
+
+
 def test_session_start_starts_the_server_only_in_served_mode_and_only_when_nothing_answers(tmp_path):
     import signal
     import socket
-    import sys
 
     from subconscious.served.autostart import answering, disable, enable, ensure, marker_path
 
     root = tmp_path / "local"
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "SUBCONSCIOUS_STATE_DIR": str(root),
-           "PYTHONPATH": os.pathsep.join(sys.path)}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    env = server_env(tmp_path, root)
+    port = free_port()
     assert ensure(marker_path(root), env) is None  # served mode off: nothing started
     with socket.socket() as taken:  # something answers on the port: nothing started
         taken.bind(("127.0.0.1", port))
@@ -195,14 +201,12 @@ def test_serve_answers_on_the_socket_a_service_manager_passes(tmp_path):
     import signal
     import socket
     import subprocess
-    import sys
 
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     listening.listen(8)
     port = listening.getsockname()[1]
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "SUBCONSCIOUS_STATE_DIR": str(tmp_path / "s"),
-           "PYTHONPATH": os.pathsep.join(sys.path), "LISTEN_FDS": "1"}
+    env = server_env(tmp_path, tmp_path / "s", LISTEN_FDS="1")
     fd = listening.fileno()
     as_systemd_does = ("import os, sys; os.dup2(int(sys.argv[1]), 3); os.environ['LISTEN_PID'] = str(os.getpid()); "
                        "os.execv(sys.executable, [sys.executable, '-m', 'subconscious', 'serve', '--quiet'])")
@@ -227,17 +231,12 @@ def test_serve_answers_on_the_socket_a_service_manager_passes(tmp_path):
 
 def test_a_server_that_accepts_but_never_answers_is_replaced_at_the_next_session_start(tmp_path):
     import signal
-    import socket
-    import sys
 
     from subconscious.served.autostart import answering, enable, ensure, healthy, marker_path
 
     root = tmp_path / "local"
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "SUBCONSCIOUS_STATE_DIR": str(root),
-           "PYTHONPATH": os.pathsep.join(sys.path)}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    env = server_env(tmp_path, root)
+    port = free_port()
     enable(root, port)
     first = ensure(marker_path(root), env, wait=10.0)
     started = [first]
