@@ -4,7 +4,6 @@ in them since a time (as the hooks inject a change: ``-`` removed lines, ``+`` a
 from __future__ import annotations
 
 import argparse
-import json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,15 +56,12 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from ..see import memory, parse_since
-    from .tables import console, run_with_home
+    from .tables import run_with_home, show
 
     def work(home) -> int:
         since = parse_since(args.since, int(time.time() * 1000)) if args.since else None
         data = memory(home, label=args.label, since_ms=since)
-        if args.json:
-            print(json.dumps(data, indent=2))
-        else:
-            render(data, console())
+        show(data, render, args.json)
         return 0
 
     return run_with_home("memory", work)

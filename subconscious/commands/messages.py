@@ -4,7 +4,6 @@ first — when, to which session, on which machine, and whether Claude Code was 
 from __future__ import annotations
 
 import argparse
-import json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +32,7 @@ def render(data: dict, con) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..see import messages
-    from .tables import console, run_with_home
+    from .tables import run_with_home, show
 
     if args.limit is not None and args.limit < 1:
         print("subconscious messages: --limit must be at least 1")
@@ -41,10 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     def work(home) -> int:
         data = messages(home, session=args.session, host=args.host, limit=args.limit)
-        if args.json:
-            print(json.dumps(data, indent=2))
-        else:
-            render(data, console())
+        show(data, render, args.json)
         return 1 if data["errors"] and not data["messages"] else 0
 
     return run_with_home("messages", work)

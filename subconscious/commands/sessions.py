@@ -4,7 +4,6 @@ machine, started, last delivery, cursor, pending, ended."""
 from __future__ import annotations
 
 import argparse
-import json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,14 +56,11 @@ def render(data: dict, con) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..see import sessions
-    from .tables import console, run_with_home
+    from .tables import run_with_home, show
 
     def work(home) -> int:
         data = sessions(home, server=not args.offline)
-        if args.json:
-            print(json.dumps(data, indent=2))
-        else:
-            render(data, console())
+        show(data, render, args.json)
         return 0
 
     return run_with_home("sessions", work)

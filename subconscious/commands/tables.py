@@ -4,15 +4,16 @@ terminal. Imported by those commands only, never by a hook."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["console", "table", "kv_table", "short_time", "short_id", "Text", "run_with_home"]
+__all__ = ["console", "table", "kv_table", "short_time", "short_id", "Text", "run_with_home", "show"]
 
 
 def console(file: TextIO | None = None, width: int | None = None) -> Console:
@@ -50,6 +51,14 @@ def short_time(iso: str | None) -> str:
 
 def short_id(value: str | None, n: int = 8) -> str:
     return (value or "-")[:n]
+
+
+def show(data: dict, render: Callable[[dict, Console], None], as_json: bool) -> None:
+    """A verb's result: indented JSON for ``--json`` (what scripts read), else ``render`` on the console."""
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        render(data, console())
 
 
 def run_with_home(verb: str, work) -> int:
