@@ -39,6 +39,22 @@ def conversation_messages(base_url: str, conversation_id: str) -> list[dict]:
         after = page[-1]["id"]
 
 
+def user_texts(messages: list[dict], tag: str) -> list[str]:
+    """The text (JSON for structured content) of each user message that contains ``tag``, in order."""
+    out = []
+    for m in messages:
+        c = m.get("content")
+        text = c if isinstance(c, str) else json.dumps(c)
+        if m.get("message_type") == "user_message" and tag in text:
+            out.append(text)
+    return out
+
+
+def said(text: str) -> str:
+    """How Claude Code's answer ``text`` looks in a delivered transcript."""
+    return f'<message role="claude_code">\n{text}\n</message>'
+
+
 # The hooks a Claude Code session runs on its way: each is checked for what it must not load.
 HOOK_EVENTS = ("pre-tool-use", "user-prompt-submit", "session-start", "stop")
 _LOADED_PROBE = ("import sys; from subconscious.cli import main; main(['hook', sys.argv[1]]); "

@@ -77,6 +77,15 @@ def letta_agent(letta_server, fake_llm) -> dict:
 
 
 @pytest.fixture
+def agents_to_delete(letta_server) -> list[str]:
+    """Ids of agents a test made the pipeline import (append them); deleted from the server afterwards."""
+    ids: list[str] = []
+    yield ids
+    for agent_id in ids:
+        delete_agent(letta_server.base_url, agent_id)
+
+
+@pytest.fixture
 def letta_env(letta_server) -> dict:
     """Variables for a subconscious process under test (merge into a clean environment)."""
     return {"LETTA_BASE_URL": letta_server.base_url, "LETTA_API_KEY": "test-key-not-checked-by-the-server",

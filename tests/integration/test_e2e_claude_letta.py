@@ -25,7 +25,7 @@ import pytest
 from subconscious import localsession
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
 from tests.harness.claude_machine import ClaudeMachine
-from tests.harness.hooks import conversation_messages
+from tests.harness.hooks import conversation_messages, said, user_texts
 
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
 
@@ -113,25 +113,10 @@ def request_with_result(run: ClaudeRun, tool_use_id: str) -> dict:
     return next(r.body for r in run.message_requests() if any(map(is_tool_result(tool_use_id), r.body["messages"])))
 
 
-def user_texts(messages: list[dict], tag: str) -> list[str]:
-    out = []
-    for m in messages:
-        c = m.get("content")
-        text = c if isinstance(c, str) else json.dumps(c)
-        if m.get("message_type") == "user_message" and tag in text:
-            out.append(text)
-    return out
-
-
 def agent_said_memory_insert(context: str, fact: str) -> bool:
     """The agent's own message (the scripted model's answer after its memory_insert of ``fact``)."""
     return re.search(r'<letta_message from="Subconscious"[^>]*>\nDone: memory_insert[^<]*' + re.escape(fact),
                      context) is not None
-
-
-def said(text: str) -> str:
-    """How Claude Code's answer ``text`` looks in a delivered transcript."""
-    return f'<message role="claude_code">\n{text}\n</message>'
 
 
 def assert_ranges_disjoint(updates: list[str]) -> None:
@@ -146,15 +131,6 @@ def block(base_url: str, agent_id: str, label: str) -> str:
     r = httpx.get(f"{base_url}/v1/agents/{agent_id}", params={"include": "agent.blocks"}, timeout=30)
     r.raise_for_status()
     return next(b["value"] for b in r.json()["blocks"] if b["label"] == label)
-
-
-@pytest.fixture
-def agents_to_delete(letta_server):
-    """Agents this test made the pipeline import; deleted from the (possibly shared) server afterwards."""
-    ids: list[str] = []
-    yield ids
-    for agent_id in ids:
-        httpx.delete(f"{letta_server.base_url}/v1/agents/{agent_id}", timeout=30)
 
 
 # --------------------------------------------------------------------------- the test

@@ -22,7 +22,7 @@ import pytest
 from subconscious import localsession, notices
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
 from tests.harness.claude_machine import ClaudeMachine
-from tests.harness.hooks import conversation_messages
+from tests.harness.hooks import conversation_messages, said, user_texts
 
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
 
@@ -60,30 +60,8 @@ def transcript_of(machine: Machine, sid: str) -> Path:
     return found[0]
 
 
-def user_texts(messages: list[dict], tag: str) -> list[str]:
-    out = []
-    for m in messages:
-        c = m.get("content")
-        text = c if isinstance(c, str) else json.dumps(c)
-        if m.get("message_type") == "user_message" and tag in text:
-            out.append(text)
-    return out
-
-
-def as_claude(text: str) -> str:
-    return f'<message role="claude_code">\n{text}\n</message>'
-
-
 def first_request_text(run: ClaudeRun) -> str:
     return run.message_requests()[0].body_text()
-
-
-@pytest.fixture
-def agents_to_delete(letta_server):
-    ids: list[str] = []
-    yield ids
-    for agent_id in ids:
-        httpx.delete(f"{letta_server.base_url}/v1/agents/{agent_id}", timeout=30)
 
 
 def test_subagent_compact_resume_and_clear_each_reach_the_agent_once(tmp_path, claude_sandbox, letta_server,
@@ -153,7 +131,7 @@ def test_subagent_compact_resume_and_clear_each_reach_the_agent_once(tmp_path, c
     for n in ("one", "three", "five"):
         prompt_in_update = re.compile(r'<message role="user">\n[^<]*' + re.escape(f"Prompt {n} {tag}."))
         assert sum(len(prompt_in_update.findall(u)) for u in updates) == 1, (n, updates)
-        assert sum(u.count(as_claude(f"Answer {n} {tag}.")) for u in updates) == 1, (n, updates)
-    assert sum(u.count(as_claude(f"Sub report {tag}.")) for u in updates) == 0  # main answers only ...
+        assert sum(u.count(said(f"Answer {n} {tag}.")) for u in updates) == 1, (n, updates)
+    assert sum(u.count(said(f"Sub report {tag}.")) for u in updates) == 0  # main answers only ...
     assert sum(u.count(f"{sub}Sub report {tag}.\n</message>") for u in updates) == 1  # ... the subagent's, once
     print(f"\nlifecycle e2e: {time.monotonic() - t0:.1f} s for 5 claude runs (subagent, /compact, resume, /clear)")
