@@ -21,28 +21,41 @@ line and a digest of those lines). The cursor moves only once a turn on K comple
 - notices (notices.py: a subagent's transcript, a compaction, an answer the file lags on) ride in the update
   before their line; the attempt records which (``attempt_inserts``), and only a completed turn on it drops
   them, so each reaches the agent once.
+
+Sending and settling a turn is in :mod:`.delivery_turns`, the transcript and the cursor in
+:mod:`.delivery_cursor`; this module is the delivery loop (and re-exports the names it always had).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import localsession
-from .delivery_plan import DEFAULT_CONTEXT_WINDOW, update_limit
+from .delivery_cursor import _advance, _delivered_uuids, _max_chars, _position, _read_lines, _uuids_path
+from .delivery_turns import (
+    _MARK,
+    CONFLICT_RETRIES,
+    Pending,
+    _judge,
+    _key_matcher,
+    _newest_id,
+    _newest_mark,
+    _reference,
+    _run_of,
+    _send,
+    _settle,
+    _start_key,
+    _turn,
+)
 from .runtime import Runtime
 from .state.locks import LockTimeout, host_lock
 
 log = logging.getLogger("subconscious")
 MAX_ROUNDS = 50
-CONFLICT_RETRIES = 3
 BACKOFF_FIRST, BACKOFF_MAX = 15.0, 1800.0  # seconds before the retry of a failed delivery (doubling)
-_MARK = re.compile(r'<session_id>(?P<sid>[^<]*)</session_id>\n<(?:lines|retry(?: delivery="(?P<rkey>\w+)")?) '
-                   r'first="(?P<first>\d+)" last="(?P<last>\d+)"(?: delivery="(?P<key>\w+)")?/>')
 
 
 @dataclass
@@ -54,216 +67,8 @@ class Delivery:
     more: bool = False  # stopped after MAX_ROUNDS with lines left
 
 
-class Pending(Exception):
-    """Not deliverable now, nothing failed (the agent's run on it is still going): retried later."""
-
-
 def backoff(failures: int) -> float:
     return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, failures - 1))
-
-
-# --------------------------------------------------------------------------- looking in the conversation
-
-
-def _run_of(client):
-    from .letta.errors import LettaHTTPError
-
-    def run_of(run_id: str):
-        try:
-            return client.get_run(run_id)
-        except LettaHTTPError as exc:  # a server without the runs API, or a run it forgot: no information
-            if getattr(exc, "status", None) in (404, 405, 501):
-                return None
-            raise
-    return run_of
-
-
-def _judge(client, conv: str, matches, after: str | None) -> tuple[str, str]:
-    from .letta.messages import delivery_outcome
-
-    return delivery_outcome(client.iter_messages(conv, after=after), matches, _run_of(client))
-
-
-def _key_matcher(key: str):
-    needle = f'delivery="{key}"'
-    return lambda text: needle in text
-
-
-def _newest_id(client, conv: str) -> str | None:
-    newest = client.list_messages(conv, limit=1)
-    mid = newest[0].get("id") if newest else None
-    return mid if isinstance(mid, str) else None
-
-
-def _newest_mark(client, conv: str, session_id: str):
-    """(first, last, key) of the newest update or re-delivery of this session in the conversation, read
-    newest first and no further than that message (a long session's conversation holds thousands)."""
-    from .letta.messages import content_text
-    from .transcript import xml_escape
-
-    sid = xml_escape(session_id)
-    for m in client.iter_messages_newest_first(conv):
-        if m.get("message_type") != "user_message":
-            continue
-        found = [g for g in _MARK.finditer(content_text(m.get("content"))) if g.group("sid") == sid]
-        if found:
-            g = found[-1]
-            return int(g.group("first")), int(g.group("last")), g.group("key") or g.group("rkey")
-    return None
-
-
-# --------------------------------------------------------------------------- sending
-
-
-def _send(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None, summarised: bool = False):
-    """Send one message and consume the agent's whole turn; raises unless the turn completed OK. A completed
-    turn counts against today's budget (budget.py)."""
-    from .budget import record
-    from .letta.errors import LettaConflictError, LettaError
-
-    for attempt in range(CONFLICT_RETRIES + 1):
-        try:
-            turn = _turn(client, conversation_id, text, rt, cwd)
-            if not turn.ok:
-                raise LettaError(f"the agent's turn ended with {turn.stop_reason!r}", "see the server's log")
-            record(rt, rt.store(), len(text), summarised)
-            return turn
-        except LettaConflictError:  # another run on this conversation is still going: wait and retry
-            if attempt == CONFLICT_RETRIES:
-                raise
-            time.sleep(2.0 * (attempt + 1))
-
-
-def _turn(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None):
-    """The agent's whole turn, with the client-side tools of LETTA_SDK_TOOLS confined to ``cwd``, the project
-    directory recorded at SessionStart (never Claude Code's directory at a later Stop) (tools/loop.py)."""
-    from .tools.loop import run_turn
-
-    return run_turn(client, conversation_id, text, mode=rt.settings.sdk_tools, cwd=cwd)
-
-
-def _settle(client, conv: str, matches, after: str | None, reference: str, rt: Runtime, cwd: str | None) -> bool:
-    """An earlier send whose outcome this worker does not know: True once a turn on it completed (now or
-    before), False when the server never stored it (send it again). Raises Pending or LettaError."""
-    from .letta.errors import LettaError
-    from .tools.loop import resume_turn
-
-    verdict, why = _judge(client, conv, matches, after)
-    if verdict == "done":
-        return True
-    if verdict == "running":
-        raise Pending(why)
-    if verdict == "waiting":
-        log.info("worker: %s; answering the waiting tool calls", why)
-        turn = resume_turn(client, conv, mode=rt.settings.sdk_tools, cwd=cwd)
-        if not turn.ok:
-            raise LettaError(f"the resumed turn ended with {turn.stop_reason!r}", "see the server's log")
-        return True
-    if verdict == "failed":
-        log.info("worker: stored but not processed (%s); re-delivered by reference", why)
-        _send(client, conv, reference, rt, cwd)
-        return True
-    return False
-
-
-def _reference(session_id: str, key: str, first: int, last: int, why: str = "") -> str:
-    from .transcript import xml_escape
-
-    return ("<claude_code_session_update_retry>\n<session_id>%s</session_id>\n"
-            '<retry delivery="%s" first="%d" last="%d"/>\n'
-            'Your turn on the <claude_code_session_update> above marked delivery="%s" (transcript lines %d-%d) '
-            "stopped before it completed%s. Its text is not repeated here, so nothing in it reaches you twice: "
-            "read it above and process it now, as its instructions say. Memory changes you already made from "
-            "it stand; do not make them again.\n</claude_code_session_update_retry>"
-            % (xml_escape(session_id), key, first, last, key, first, last, f" ({xml_escape(why)})" if why else ""))
-
-
-def _start_key(text: str) -> str:
-    return "start-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-# --------------------------------------------------------------------------- the transcript and the cursor
-
-
-def _read_lines(path: str | None) -> list[str] | None:
-    from .transcript import complete_lines
-
-    if not path:
-        return None
-    try:
-        return complete_lines(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return None
-
-
-def _uuids_path(sessions_dir: Path, session_id: str) -> Path:
-    return sessions_dir / f"{session_id}.uuids"
-
-
-def _delivered_uuids(sessions_dir: Path, session_id: str) -> set[str]:
-    try:
-        return set(_uuids_path(sessions_dir, session_id).read_text().split())
-    except OSError:
-        return set()
-
-
-def _position(lines: list[str], cursor: int, local: localsession.LocalSession, sessions_dir: Path) -> int:
-    """The index in ``lines`` of the line at the cursor (delivery_plan.locate); a transcript rewritten under
-    the cursor is logged and its new offset saved."""
-    from .delivery_plan import locate
-
-    where = locate(lines, cursor, local.offset, local.anchor, lambda: _delivered_uuids(sessions_dir, local.session_id))
-    if where.rewritten:
-        log.warning("worker %s: the transcript changed under the cursor (line %d of %d lines is not the line "
-                    "delivered last); going on after line %d of the file", local.session_id, cursor - local.offset,
-                    len(lines), where.position)
-        local.offset = where.offset
-        localsession.save(sessions_dir, local)
-    return where.position
-
-
-def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: int, to: int, last: int,
-             inserted=(), skipped=()) -> None:
-    """The lines ``frm+1..to`` of the file (``..last`` in cursor terms) reached the agent, with the notices
-    ``inserted`` and without the answers ``skipped``: move the cursor, remember their identity, drop those
-    notices, forget the attempt."""
-    from . import notices
-    from .transcript import line_uuid
-
-    store.update_session(session_id, lambda cur, last=last: cur.evolve(
-        last_processed_index=max(cur.last_processed_index, last)))
-    ids = [u for u in (line_uuid(l) for l in lines[max(frm + 1, 0):to + 1]) if u]
-    if ids:
-        with open(_uuids_path(sessions_dir, session_id), "a", encoding="utf-8") as f:
-            f.write("\n".join(ids) + "\n")
-    local = localsession.load(sessions_dir, session_id)
-    at = lines[to] if 0 <= to < len(lines) else ""
-    u = line_uuid(at)
-    local.anchor = [last, u] if u else None
-    notices.delivered(sessions_dir, session_id, list(inserted or ()), list(skipped or ()))
-    local.attempt, local.attempt_key, local.attempt_after = None, None, None
-    local.attempt_inserts, local.attempt_skipped = None, None
-    local.failures, local.last_error = 0, None
-    local.pending_update, local.pending_cursor = None, None
-    localsession.save(sessions_dir, local)
-
-
-def _max_chars(client, agent_id: str | None, local: localsession.LocalSession, sessions_dir: Path) -> int:
-    """How long one update may be: a share of the agent's context window (read once per session)."""
-    from .letta.errors import LettaError
-
-    if local.context_window is None and agent_id:
-        try:
-            agent = client.get_agent(agent_id, include_blocks=False)
-            cfg = agent.get("llm_config") if isinstance(agent.get("llm_config"), dict) else {}
-            window = cfg.get("context_window") or agent.get("context_window_limit")
-            if isinstance(window, int) and window > 0:
-                local.context_window = window
-                localsession.save(sessions_dir, local)
-        except LettaError as exc:
-            log.info("worker %s: could not read the agent's context window (%s); assuming %d tokens",
-                     local.session_id, exc, DEFAULT_CONTEXT_WINDOW)
-    return update_limit(local.context_window)
 
 
 # --------------------------------------------------------------------------- the worker
