@@ -29,18 +29,13 @@ from subconscious.served.autostart import answering
 from subconscious.state.store import Store
 from tests.harness.claude_code import BASE_PATH, ClaudeRun
 from tests.harness.hooks import conversation_messages
+from tests.harness.letta_server import free_port
 from tests.integration.test_e2e_claude_letta import context_after, is_prompt
 
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
 
 SERVED = {"UserPromptSubmit", "PreToolUse"}
 EXE = Path(sysconfig.get_path("scripts")) / "subconscious"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:
