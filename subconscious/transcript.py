@@ -187,7 +187,7 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
     last line, unless ``max_chars`` stopped early); with inserts, a payload may hold no line at all
     (``first`` = ``last`` + 1 in its marker). ``skip_answers`` maps :func:`answer_digest` s of answers already
     delivered to the line index from which each may appear: the first such answer line is left out.
-    A cursor past the end is returned as it is (the worker checks line identity first: worker.py).
+    A cursor past the end is returned as it is (the worker checks line identity first: delivery_cursor.py).
     """
     cursor = max(cursor, -1)
     queue = sorted(inserts, key=lambda i: i.at)
