@@ -155,13 +155,14 @@ def handed_over(raw: bytes, env=os.environ) -> bool:
     if os.path.exists(os.path.join(directory, "serve", "enabled.json")):
         return False  # served mode: hookrun's Stop also (re)starts the server (served.autostart)
     sessions = os.path.join(directory, "sessions")
+    if not (os.access(sessions, os.W_OK) and os.access(os.path.join(directory, "logs"), os.W_OK)):
+        return False  # the full path says why on stderr (no log to write) — the worker could not write either
     local = _read_json(os.path.join(sessions, sid + ".json"))
     if not local or not _text(local.get("start_for")) or not _text(local.get("home")):
         return False
-    state_home = os.path.join(local["home"], ".letta", "claude")
-    if not any(os.path.isfile(os.path.join(d, f"session-{sid}.json"))
-               for d in (state_home, os.path.join(state_home, "hosts", env.get("SUBCONSCIOUS_HOST") or "-"))):
-        return False  # not recorded in the shared home (damaged, moved): the full path begins it again
+    view = _read_shared(local["home"], f"session-{sid}.json")
+    if not view or not _text(view.get("conversationId")):
+        return False  # not readable in the shared home (damaged, moved): the full path sets it aside and begins again
     cwd = data.get("cwd") if _text(data.get("cwd")) else local.get("cwd")
     _update_local(sessions, sid, {"transcript_path": path, "cwd": cwd, "pending_update": None,
                                   "pending_cursor": None})
@@ -180,6 +181,27 @@ def _read_json(path: str):
     try:
         with open(path, "rb") as f:
             value = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _read_shared(home: str, name: str):
+    """A JSON object from the shared state dir (``<home>/.letta/claude/<name>``) as the store reads it: never
+    through a symbolic link below the home (then None: the full path decides)."""
+    import json
+
+    directory = os.path.join(home, ".letta")
+    for d in (directory, os.path.join(directory, "claude")):
+        if os.path.islink(d):
+            return None
+    try:
+        fd = os.open(os.path.join(directory, "claude", name), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            value = json.loads(f.read(1 << 22))
     except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
