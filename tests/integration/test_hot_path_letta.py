@@ -12,6 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.harness.hooks import run_hook as hook
@@ -91,6 +92,10 @@ def test_a_second_session_start_makes_one_request_and_a_gone_agent_is_checked_ag
         assert start() == ["POST /v1/conversations"]
 
         delete_agent(letta_server.base_url, agent["id"])
+        gone = time.monotonic() + 20
+        while httpx.get(f"{letta_server.base_url}/v1/agents/{agent['id']}", timeout=10).status_code != 404:
+            assert time.monotonic() < gone, "the server still has the deleted agent"
+            time.sleep(0.2)
         third = start()
         assert third[0] == "POST /v1/conversations" and "GET /v1/models" in third  # refused, then checked in full
         log = (tmp_path / "local" / "logs" / "subconscious.log").read_text()
