@@ -255,11 +255,13 @@ def test_session_start_records_one_root_and_keeps_it(repo, tmp_path, monkeypatch
         def __exit__(self, *a):
             return False
 
-    store = SimpleNamespace(update_session=lambda sid, fn: fn(None))
+    store = SimpleNamespace(update_session=lambda sid, fn: fn(None), setting=lambda key: None)
     ctx = SimpleNamespace(client=lambda timeout=None: Client(), remaining=lambda t: t, session_id="s-12",
                           store=store, sessions_dir=tmp_path / "sessions",
-                          settings=SimpleNamespace(project=None, sdk_tools="read-only"),
-                          rt=SimpleNamespace(host=SimpleNamespace(name="m")))
+                          settings=SimpleNamespace(project=None, sdk_tools="read-only", base_url="http://127.0.0.1:9",
+                                                   api_key=None, agent_id=None, model=None, context_window=None),
+                          rt=SimpleNamespace(host=SimpleNamespace(name="m"),
+                                             local=SimpleNamespace(root=tmp_path / "local")))
     session_start.begin(ctx, SimpleNamespace(cwd=str(repo / "sub"), data={}, name="SessionStart"))
     first = localsession.load(tmp_path / "sessions", "s-12")
     assert getattr(first, "project_root", None) == str(repo.resolve())
