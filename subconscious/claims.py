@@ -104,6 +104,16 @@ def take_fetch(directory: Path, session_id: str, ttl_ms: int, now_ms: int) -> bo
         return True
 
 
+def give_back_fetch(directory: Path, session_id: str, taken_ms: int) -> None:
+    """Undo :func:`take_fetch` of ``taken_ms`` (a hook that took the TTL and hands its fetch to another path,
+    which then takes it again): nothing changes when another hook has taken a fetch since."""
+    with _locked(directory, session_id) as path:
+        data = _read(path)
+        if data["fetch_ms"] == taken_ms:
+            data["fetch_ms"] = 0
+            _write(path, data)
+
+
 def claim(directory: Path, session_id: str, ids: Iterable[str], *, owner: int, now_ms: int,
           alive: Callable[[int], bool] = _pid_alive) -> tuple[list[str], frozenset[str]]:
     """Claim for ``owner`` (a process id) those of ``ids`` nobody printed or holds; returns (the ids

@@ -6,6 +6,9 @@ fetch TTL of the last fetch: then all there is to do is read stdin, read one sma
 exactly that with what the interpreter has already loaded plus ``json`` — no store, no Letta client, no
 ``logging``, no ``platformdirs``, no dataclasses — and exits 0.
 
+A PreToolUse past the TTL and every UserPromptSubmit fetch; when the fetch finds nothing new (the common
+case) :mod:`subconscious.hotfetch` finishes them with one request and no store.
+
 Stop is the other hook whose work fits here: once its session has begun on this machine, it records the
 transcript path in the session's machine-local file and starts the detached worker (``os.posix_spawn``:
 no ``subprocess`` import), which reads the transcript itself.
@@ -271,8 +274,26 @@ def _on_deadline(signum, frame):  # pragma: no cover - exercised by the fault te
     os._exit(0)
 
 
+def pre_tool_done(raw: bytes, env=os.environ) -> bool:
+    """PreToolUse: inside the TTL, or (imported only then) a fetch that finds nothing new
+    (:mod:`subconscious.hotfetch`)."""
+    if within_ttl(raw, env):
+        return True
+    from .hotfetch import nothing_new
+
+    return nothing_new(raw, env, pre_tool=True)
+
+
+def prompt_done(raw: bytes, env=os.environ) -> bool:
+    """UserPromptSubmit: a fetch that finds nothing new (:mod:`subconscious.hotfetch`)."""
+    from .hotfetch import nothing_new
+
+    return nothing_new(raw, env, pre_tool=False)
+
+
 # event → (the shortcut, its deadline: hookrun.EVENTS gives the full path's, below the hooks.json timeouts)
-SHORTCUTS = {"pre-tool-use": (within_ttl, 4.0), "stop": (handed_over, 10.0)}
+SHORTCUTS = {"pre-tool-use": (pre_tool_done, 4.0), "user-prompt-submit": (prompt_done, 8.0),
+             "stop": (handed_over, 10.0)}
 _running = ["", 0.0]
 
 
