@@ -23,9 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.harness.claude_code import REPO_ROOT, ClaudeRun, cache_root
-from tests.harness.hooks import conversation_messages
-from tests.integration.test_e2e_claude_letta import (Machine, agent_said_memory_insert, agents_to_delete,  # noqa: F401
-                                                     context_after, is_prompt, user_texts)
+from tests.harness.hooks import conversation_messages, user_texts
+from tests.integration.test_e2e_claude_letta import Machine, agent_said_memory_insert, context_after, is_prompt  # noqa: F401
 
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
 
