@@ -24,6 +24,9 @@ from .sources import Read, Source, copy_source
 from .viewlines import member_lines, read_against, shard_against
 
 
+_MISSING = object()  # a key the other map lacks (None could be a value read from a file)
+
+
 class Reading:
     """The read side of :class:`~.store.Store`."""
 
@@ -34,7 +37,9 @@ class Reading:
             self.reader.wrong(read, "wrong-type", f"{what} is not a JSON object")
             return {}
         if known is not None:
-            others = {k: v for k, v in raw_map.items() if known.get(k) != v}
+            # ``k not in known`` first: ``known.get(k)`` is None for a key the view lacks, and would call
+            # an entry that *is* ``null`` equal to it (trusted unvalidated, then a crash in raw_stamp)
+            others = {k: v for k, v in raw_map.items() if k not in known or known[k] != v}
             if not others:
                 return dict(raw_map)
             checked = self._parse_map(read, others, parse, what)
@@ -123,7 +128,8 @@ class Reading:
         maps = []
         for value in read.values:
             if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
-                value = {k: v for k, v in value.items() if (w := from_shards.get(k)) is not v and w != v}
+                # (a sentinel, not None: a ``null`` entry the shards lack is invalid, reported below)
+                value = {k: v for k, v in value.items() if (w := from_shards.get(k, _MISSING)) is not v and w != v}
             maps.append(self._parse_map(read, value, normalize_record, "conversations"))
         if not self._accept(got, read, bool(maps) or not read.values):
             return {}
