@@ -378,8 +378,10 @@ def write_recording_double(bin_dir: Path, record_dir: Path) -> Path:
 
 
 def read_recordings(record_dir: Path) -> list[dict[str, Any]]:
-    """The double's records, in call order."""
-    return [json.loads(p.read_text()) for p in sorted(Path(record_dir).glob("*.json"))]
+    """The double's records of hook calls (``subconscious hook <event>``), in call order. Claude Code also
+    starts the plugin's MCP server (``subconscious mcp``) when it loads the plugin: not a hook, left out."""
+    records = [json.loads(p.read_text()) for p in sorted(Path(record_dir).glob("*.json"))]
+    return [r for r in records if r.get("argv", [None])[:1] != ["mcp"]]
 
 
 def main(argv: Sequence[str]) -> int:

@@ -55,5 +55,6 @@ def test_installed_from_the_repo_as_a_marketplace(claude_sandbox, tmp_path):
     run = claude_sandbox.run("[[text:ok]] hi", plugin_dirs=())
     assert run.returncode == 0, run.describe()
     recs = read_recordings(tmp_path / "rec")
-    assert [r["argv"] for r in recs] == [["hook", "session-start"], ["hook", "user-prompt-submit"], ["hook", "stop"]]
+    assert [r["argv"] for r in recs] == [["hook", "session-start"], ["hook", "user-prompt-submit"], ["hook", "stop"],
+                                         ["hook", "session-end"]]  # every -p run ends with SessionEnd
     assert recs[0]["stdin"]["source"] == "startup" and recs[0]["stdin"]["session_id"] == run.session_id
