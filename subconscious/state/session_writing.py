@@ -55,21 +55,35 @@ class SessionWriting:
             stamp = self.store._next_stamp(max(current.stamp if current else ZERO, reads["floor"]))
             proposed = proposed.evolve(stamp=stamp, host=self.store.host)
             merged = merge_sessions(current, proposed) if current is not None else proposed
-            own_raw = reads["own"].raw if reads["own"] is not None else None
-            self.fs.makedirs(self.own_path(session_id).parent)
-            out = publish(self.fs, self.own_path(session_id), _render(merged), own_raw, shared=False)
-            if out.redo:
+            if self._publish_own(session_id, merged, reads):
                 return merged, True
-        view_raw = reads["view"].raw if reads["view"] is not None else None
-        out = publish(self.fs, self.view_path(session_id), _render(merged), view_raw)
-        if out.redo:
-            return merged, True
-        self._finish(reads)
-        return merged, False
+        return merged, self._publish_view(session_id, merged, reads)
 
-    def _finish(self, reads: dict) -> None:
-        self.store._fold(reads["folds"])
+    def _publish_own(self, session_id: str, state: SessionState, reads: dict) -> bool:
+        """Publish ``state`` as this host's version; True when the publish found a version it did not
+        merge (redo from a fresh read)."""
+        own_raw = reads["own"].raw if reads["own"] is not None else None
+        self.fs.makedirs(self.own_path(session_id).parent)
+        return publish(self.fs, self.own_path(session_id), _render(state), own_raw, shared=False).redo
+
+    def _publish_view(self, session_id: str, state: SessionState, reads: dict) -> bool:
+        """Publish ``state`` as the shared view, then fold the copies and settle the displaced versions
+        that were read; True (nothing folded or settled) when the publish found a version it did not merge."""
+        view_raw = reads["view"].raw if reads["view"] is not None else None
+        if publish(self.fs, self.view_path(session_id), _render(state), view_raw).redo:
+            return True
+        self._finish(reads)
+        return False
+
+    def _publish_both(self, session_id: str, state: SessionState, reads: dict) -> bool:
+        return self._publish_own(session_id, state, reads) or self._publish_view(session_id, state, reads)
+
+    def _finish(self, reads: dict) -> list[Path]:
+        """After the view's publish: file the folded copies away, settle the displaced versions; returns the
+        copies moved."""
+        folded = self.store._fold(reads["folds"])
         self.store._settle(reads["displaced"])
+        return folded
 
     def touch(self, session_id: str, floor: Stamp) -> SessionState | None:
         """Re-stamp a session that is still in use so that it stays above ``floor`` (gc calls this before
@@ -82,15 +96,8 @@ class SessionWriting:
                     return current
                 stamp = self.store._next_stamp(max(current.stamp, floor, reads["floor"]))
                 current = current.evolve(stamp=stamp, host=self.store.host)
-                own_raw = reads["own"].raw if reads["own"] is not None else None
-                self.fs.makedirs(self.own_path(session_id).parent)
-                if publish(self.fs, self.own_path(session_id), _render(current), own_raw, shared=False).redo:
-                    continue
-                view_raw = reads["view"].raw if reads["view"] is not None else None
-                if publish(self.fs, self.view_path(session_id), _render(current), view_raw).redo:
-                    continue
-                self._finish(reads)
-                return current
+                if not self._publish_both(session_id, current, reads):
+                    return current
             return None
 
     def merge_in(self, state: SessionState) -> str:
@@ -111,15 +118,8 @@ class SessionWriting:
                 if merged.host == LEGACY_HOST:
                     merged = merged.evolve(stamp=self.store._next_stamp(max(merged.stamp, reads["floor"])),
                                            host=self.store.host)
-                own_raw = reads["own"].raw if reads["own"] is not None else None
-                self.fs.makedirs(self.own_path(session_id).parent)
-                if publish(self.fs, self.own_path(session_id), _render(merged), own_raw, shared=False).redo:
-                    continue
-                view_raw = reads["view"].raw if reads["view"] is not None else None
-                if publish(self.fs, self.view_path(session_id), _render(merged), view_raw).redo:
-                    continue
-                self._finish(reads)
-                return "merged"
+                if not self._publish_both(session_id, merged, reads):
+                    return "merged"
             return "merged"
 
     def fold(self, session_id: str) -> list[Path]:
@@ -139,15 +139,11 @@ class SessionWriting:
                     # version (nobody's stamp) is stamped now: first seen.
                     if current.host == LEGACY_HOST:
                         current = current.evolve(stamp=self.store._next_stamp(current.stamp), host=self.store.host)
-                    own_raw = reads["own"].raw if reads["own"] is not None else None
-                    self.fs.makedirs(self.own_path(session_id).parent)
-                    if publish(self.fs, self.own_path(session_id), _render(current), own_raw, shared=False).redo:
+                    if self._publish_own(session_id, current, reads):
                         continue
                 if publish(self.fs, self.view_path(session_id), _render(current), view_raw).redo:
                     continue
-                folded = self.store._fold(reads["folds"])
-                self.store._settle(reads["displaced"])
-                return folded
+                return self._finish(reads)
             return []
 
 
