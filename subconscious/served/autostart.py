@@ -100,6 +100,18 @@ def _retire_wedged(state_root: Path, port: int, log) -> bool:
     return True
 
 
+def _released(port: int, within: float) -> bool:
+    """Whether the port stops answering within ``within`` seconds (a killed server's socket closes as the
+    kernel finishes the process, a moment after the signal; a port still answering then is held by a service
+    manager)."""
+    end = time.monotonic() + within
+    while answering(port, timeout=0.05):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def ensure(marker: Path, env, log=None, wait: float = 0.0) -> int | None:
     """Start a detached ``subconscious serve`` if served mode is on and its port is free (or held by a server of
     ours that accepts but does not answer: stopped first); its pid, or None. ``wait``: seconds to wait for it to
@@ -111,7 +123,7 @@ def ensure(marker: Path, env, log=None, wait: float = 0.0) -> int | None:
     if not 0 < port < 65536:
         return None
     if answering(port):
-        if healthy(port) or not _retire_wedged(marker.parent.parent, port, log) or answering(port):
+        if healthy(port) or not _retire_wedged(marker.parent.parent, port, log) or not _released(port, 2.0):
             return None  # fine; not ours; or a service manager holds the port and starts the next one itself
     from ..settingsfile import FORWARDED_VARS
 
