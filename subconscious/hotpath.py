@@ -3,8 +3,9 @@
 Claude Code runs PreToolUse on every tool call (hundreds in a long session), nearly always within the
 fetch TTL of the last fetch: then all there is to do is read stdin, read one small machine-local file
 (``<state dir>/shown/<id>.json``: when this session last fetched) and compare a time. This module does
-exactly that with what the interpreter has already loaded plus ``json`` — no store, no Letta client, no
-``logging``, no ``platformdirs``, no dataclasses — and exits 0.
+exactly that with what the interpreter has already loaded plus ``_json`` (:mod:`subconscious.fastjson`:
+json's C parts without ``json``, whose ``re`` import costs more than the rest of the hook) — no store, no
+Letta client, no ``logging``, no ``platformdirs``, no dataclasses — and exits 0.
 
 A PreToolUse past the TTL and every UserPromptSubmit fetch; when the fetch finds nothing new (the common
 case) :mod:`subconscious.hotfetch` finishes them with one request and no store.
@@ -92,7 +93,7 @@ def last_fetch_ms(directory: str, session_id: str) -> int | None:
     try:
         with open(os.path.join(directory, "shown", session_id + ".json"), "rb") as f:
             raw = f.read(1 << 20)
-        import json
+        from . import fastjson as json
 
         value = json.loads(raw).get("fetch_ms")
     except (OSError, ValueError, AttributeError, RecursionError):
@@ -103,7 +104,7 @@ def last_fetch_ms(directory: str, session_id: str) -> int | None:
 def _input(raw: bytes, env) -> tuple[dict, str, str] | None:
     """(hook input, session id, mode) when the input is a plain JSON object with a valid session id and
     LETTA_MODE is one this path knows; None otherwise (the full path decides, and logs why)."""
-    import json
+    from . import fastjson as json
 
     try:
         data = json.loads(raw)
@@ -179,7 +180,7 @@ def _text(value) -> bool:
 
 
 def _read_json(path: str):
-    import json
+    from . import fastjson as json
 
     try:
         with open(path, "rb") as f:
@@ -192,7 +193,7 @@ def _read_json(path: str):
 def _read_shared(home: str, name: str):
     """A JSON object from the shared state dir (``<home>/.letta/claude/<name>``) as the store reads it: never
     through a symbolic link below the home (then None: the full path decides)."""
-    import json
+    from . import fastjson as json
 
     directory = os.path.join(home, ".letta")
     for d in (directory, os.path.join(directory, "claude")):
@@ -214,7 +215,7 @@ def _update_local(sessions: str, sid: str, fields: dict) -> None:
     """These fields over the session's machine-local file as it is now, under the lock localsession.save
     takes (flock on the directory), written by rename; nothing written when nothing changes."""
     import fcntl
-    import json
+    from . import fastjson as json
 
     fd = os.open(sessions, os.O_RDONLY)
     try:
@@ -297,8 +298,32 @@ SHORTCUTS = {"pre-tool-use": (pre_tool_done, 4.0), "user-prompt-submit": (prompt
 _running = ["", 0.0]
 
 
-def run_hook(event: str, stdin=None) -> int:
-    """``subconscious hook <event>``: the shortcut where it applies, else hookrun.run. Always 0."""
+def _exit_now() -> None:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # Claude Code closed the pipe: nothing more to tell it
+        pass
+    os._exit(0)
+
+
+def launch(argv: list[str]) -> None:
+    """The entry ``hooks/run`` gives the interpreter (``python -P -c '…launch(sys.argv[2:])' <script> hook
+    <event>``), in place of the console script, whose ``import re`` alone costs a hook ~5 ms: the same as
+    ``subconscious ARGV``, except that a hook the shortcut finished ends with ``os._exit`` once stdout and
+    stderr are flushed (nothing else is open then; the interpreter's clean-up is another ~1.5 ms)."""
+    if len(argv) == 2 and argv[0] == "hook" and not argv[1].startswith("-"):
+        code = run_hook(argv[1], fast_exit=True)
+    else:
+        from .cli import main
+
+        code = main(argv)
+    raise SystemExit(code)
+
+
+def run_hook(event: str, stdin=None, fast_exit: bool = False) -> int:
+    """``subconscious hook <event>``: the shortcut where it applies, else hookrun.run. Always 0. With
+    ``fast_exit``, a hook the shortcut finished ends the process (:func:`launch`)."""
     if event not in SHORTCUTS:
         from .hookrun import run
 
@@ -332,6 +357,8 @@ def run_hook(event: str, stdin=None) -> int:
     if done:
         if _debug():
             _log("debug", "hook %s: done by the shortcut" % event)
+        if fast_exit:
+            _exit_now()
         return 0
     import io
 

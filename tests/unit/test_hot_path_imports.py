@@ -29,7 +29,7 @@ atexit.register(dump)
 {body}
 """
 HOOK = "from subconscious.cli import main\nsys.exit(main(sys.argv[2:]))"
-ALLOWED_OURS = {"subconscious", "subconscious.cli", "subconscious.hotpath"}
+ALLOWED_OURS = {"subconscious", "subconscious.cli", "subconscious.hotpath", "subconscious.fastjson"}
 NEVER = {"subconscious.state.store", "subconscious.hookrun", "subconscious.pipeline", "subconscious.localstate",
          "subconscious.letta.lite", "subconscious.letta.client", "httpx", "logging", "platformdirs", "dataclasses",
          "argparse", "pathlib", "socket", "urllib.request", "subconscious.claims"}

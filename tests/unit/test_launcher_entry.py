@@ -1,0 +1,166 @@
+"""hooks/run runs a pip-made console script's interpreter directly (subconscious.hotpath.launch), skipping the
+script's own ``import re``: the real shell, a real venv's python, our real package, a console script exactly
+as pip writes it (plus one line that leaves a mark when the script itself runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from subconscious import claims
+
+REPO = Path(__file__).resolve().parents[2]
+PIP_SCRIPT = """#!{python}
+# -*- coding: utf-8 -*-
+import re
+import sys
+open({mark!r}, "a").write("script ran\\n")
+from subconscious.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A venv without pip (its own site-packages: no .pth of this machine's Python loads re at start)."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    return root
+
+
+class Machine:
+    def __init__(self, tmp: Path, venv: Path, package: Path = REPO):
+        self.tmp, self.bin, self.mark = tmp, tmp / "bin", tmp / "script-ran"
+        self.bin.mkdir()
+        script = self.bin / "subconscious"
+        script.write_text(PIP_SCRIPT.format(python=venv / "bin" / "python", mark=str(self.mark)))
+        script.chmod(0o755)
+        self.local, self.home = tmp / "local", tmp / "shared"
+        self.project = tmp / "project"
+        self.project.mkdir()
+        self.env = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(tmp / "user"), "PYTHONPATH": str(package),
+                    "SUBCONSCIOUS_STATE_DIR": str(self.local), "LETTA_HOME": str(self.home),
+                    "SUBCONSCIOUS_HOST": "laptop", "LETTA_BASE_URL": "http://127.0.0.1:9", "LETTA_API_KEY": "k",
+                    "CLAUDE_PLUGIN_ROOT": str(REPO)}
+
+    def hook(self, event: str, data: dict, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["/bin/sh", str(REPO / "hooks" / "run"), event], input=json.dumps(data),
+                              capture_output=True, text=True, timeout=60, cwd=str(self.project),
+                              env={**self.env, **env})
+
+    def script_ran(self) -> bool:
+        return self.mark.exists()
+
+
+def imported(stderr: str) -> set[str]:
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")} - {
+        "package"}
+
+
+def test_in_ttl_pre_tool_use_runs_without_the_script_and_without_json_or_re(tmp_path, venv):
+    m = Machine(tmp_path, venv)
+    sid = str(uuid.uuid4())
+    assert claims.take_fetch(m.local / "shown", sid, 0, int(time.time() * 1000))
+    before = claims.state(m.local / "shown", sid)["fetch_ms"]
+    baseline = imported(subprocess.run([str(venv / "bin" / "python"), "-P", "-c", "pass"], capture_output=True,
+                                       text=True, env={**m.env, "PYTHONPROFILEIMPORTTIME": "1"}).stderr)
+
+    r = m.hook("pre-tool-use", {"session_id": sid, "hook_event_name": "PreToolUse", "cwd": str(m.project),
+                                "tool_name": "Read", "tool_input": {"file_path": "/etc/hostname"}},
+               SUBCONSCIOUS_FETCH_TTL="3600", PYTHONPROFILEIMPORTTIME="1")
+
+    assert r.returncode == 0 and r.stdout == ""
+    assert not m.script_ran()
+    extra = imported(r.stderr) - baseline
+    assert extra <= {"__future__", "subconscious", "subconscious.hotpath", "subconscious.fastjson", "_json"}, sorted(extra)
+    assert claims.state(m.local / "shown", sid)["fetch_ms"] == before
+
+
+def test_stop_hands_over_through_the_entry_and_the_worker_starts(tmp_path, venv):
+    """Stop's shortcut through the entry: the session file gets the transcript path, the detached worker runs
+    (it logs that it could not reach Letta: nothing listens on port 9), the script never ran."""
+    m = Machine(tmp_path, venv)
+    sid = str(uuid.uuid4())
+    (m.local / "sessions").mkdir(parents=True)
+    (m.local / "logs").mkdir()
+    (m.home / ".letta" / "claude").mkdir(parents=True)
+    (m.local / "sessions" / f"{sid}.json").write_text(json.dumps({"session_id": sid, "home": str(m.home),
+                                                                  "start_for": "conv-1"}))
+    (m.home / ".letta" / "claude" / f"session-{sid}.json").write_text(json.dumps({"conversationId": "conv-1"}))
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}}) + "\n")
+
+    r = m.hook("stop", {"session_id": sid, "transcript_path": str(transcript), "cwd": str(m.project),
+                        "hook_event_name": "Stop", "stop_hook_active": False})
+
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+    assert not m.script_ran()
+    assert json.loads((m.local / "sessions" / f"{sid}.json").read_text())["transcript_path"] == str(transcript)
+    deadline = time.monotonic() + 30
+    log = m.local / "logs"
+    while time.monotonic() < deadline and "delivery failed" not in "".join(p.read_text() for p in log.iterdir()):
+        time.sleep(0.1)
+    assert "delivery failed" in "".join(p.read_text() for p in log.iterdir())
+
+
+def test_a_projects_json_py_cannot_shadow_the_stdlib(tmp_path, venv):
+    """-P: the current directory (Claude Code's project) is not on the path of the hook process."""
+    m = Machine(tmp_path, venv)
+    (m.project / "json.py").write_text("raise SystemExit('the project json.py was imported')\n")
+    (m.project / "_json.py").write_text("raise SystemExit('the project _json.py was imported')\n")
+    r = m.hook("pre-tool-use", {"session_id": str(uuid.uuid4()), "hook_event_name": "PreToolUse",
+                                "cwd": str(m.project)}, SUBCONSCIOUS_FETCH_TTL="3600")
+    assert r.returncode == 0 and "was imported" not in r.stderr + r.stdout
+
+
+def test_an_install_without_the_entry_runs_its_script(tmp_path, venv):
+    """A plugin update meets an older install (no hotpath.launch): the script itself runs the hook."""
+    old = tmp_path / "old"
+    (old / "subconscious").mkdir(parents=True)
+    (old / "subconscious" / "__init__.py").write_text("")
+    (old / "subconscious" / "hotpath.py").write_text("")
+    (old / "subconscious" / "cli.py").write_text(
+        "import sys\ndef main():\n    print('OLD', *sys.argv[1:])\n    return 0\n")
+    (tmp_path / "m").mkdir()
+    m = Machine(tmp_path / "m", venv, package=old)
+    r = m.hook("stop", {"session_id": "x"})
+    assert (r.returncode, r.stdout) == (0, "OLD hook stop\n")
+    assert m.script_ran()
+
+
+def test_any_failure_exit_is_non_blocking(tmp_path, venv):
+    """Exit 2 would block the prompt or tool call: whatever the entry's process ends with becomes 0 or 1."""
+    bad = tmp_path / "bad"
+    (bad / "subconscious").mkdir(parents=True)
+    (bad / "subconscious" / "__init__.py").write_text("")
+    (bad / "subconscious" / "hotpath.py").write_text("def launch(argv):\n    raise SystemExit(2)\n")
+    (tmp_path / "m").mkdir()
+    m = Machine(tmp_path / "m", venv, package=bad)
+    assert m.hook("pre-tool-use", {}).returncode == 1
+
+
+def test_a_script_whose_first_line_is_not_a_plain_python_runs_as_it_is(tmp_path, venv):
+    """pip's long-path form (``#!/bin/sh`` + exec), ``#!/usr/bin/env python3``, a python with arguments: the
+    launcher runs the script itself."""
+    m = Machine(tmp_path, venv)
+    script = m.bin / "subconscious"
+    body = script.read_text().split("\n", 1)[1]
+    for first in ("#!/usr/bin/env python3", f"#!{venv / 'bin' / 'python'} -s", "#!/bin/sh"):
+        m.mark.unlink(missing_ok=True)
+        if first == "#!/bin/sh":
+            script.write_text(f"#!/bin/sh\n'''exec' {venv / 'bin' / 'python'} \"$0\" \"$@\"\n' '''\n" + body)
+        else:
+            script.write_text(first + "\n" + body)
+        r = m.hook("pre-tool-use", {"session_id": str(uuid.uuid4()), "hook_event_name": "PreToolUse"},
+                   SUBCONSCIOUS_FETCH_TTL="3600")
+        assert r.returncode == 0, (first, r.stderr)
+        assert m.script_ran(), first
