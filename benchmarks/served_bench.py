@@ -6,8 +6,10 @@ our UserPromptSubmit and PreToolUse hooks, per mode, paired run by run.
 Starts (or reuses, with SUBCONSCIOUS_LETTA_STATE) the real Letta server of the test harness, the real CLI
 (tests/harness/claude_code.py) against the fake Anthropic API, and the pip-installed ``subconscious``. One
 session is made by a real SessionStart; then each run resumes it with one prompt and one Read tool call, in
-three settings files written by ``subconscious install``: **none** (neither hook: the floor), **command**
-(``install``: the shell-form command hooks) and **served** (``install --served`` + ``subconscious serve``).
+four settings files written by ``subconscious install``: **none** (neither hook: the floor), **command**
+(``install``: the shell-form command hooks), **client** (``install --served``: the bash client, a command
+hook, talking to ``subconscious serve``) and **http** (``install --served --http``: Claude Code's http hooks to
+the same server).
 Modes take turns within each run, so drift hits them alike. Only the two hooks are kept in the settings
 (no Stop: no worker competes for the CPU).
 
@@ -47,6 +49,7 @@ CMD_LINE = re.compile(r"Hooks: (UserPromptSubmit|PreToolUse)(?::\w+)? \[.*\] fin
 HTTP_POST = re.compile(r"^(\S+) .*HTTP hook POST to \S+/subconscious/hook/(user-prompt-submit|pre-tool-use)")
 HTTP_DONE = re.compile(r"^(\S+) .*HTTP hook response status")
 EVENT = {"user-prompt-submit": "UserPromptSubmit", "pre-tool-use": "PreToolUse"}
+MODES = ("none", "command", "client", "http")
 
 
 def stamp(text: str) -> float:
@@ -123,14 +126,16 @@ def main(argv: list[str] | None = None) -> int:
                    "SUBCONSCIOUS_STATE_DIR": str(local), "SUBCONSCIOUS_HOST": "bench", "LETTA_MODE": "whisper",
                    "SUBCONSCIOUS_SERVE_TOKEN": token, "LETTA_MODEL": "openai-proxy/fake-model"}
             path = sandbox.path_with_subconscious()
-            files = {m: tmp / f"settings-{m}.json" for m in ("none", "command", "served")}
+            files = {m: tmp / f"settings-{m}.json" for m in MODES}
             subconscious(server_env, "install", "--settings", str(files["command"]))
-            subconscious(server_env, "install", "--served", "--port", str(port), "--settings", str(files["served"]))
+            subconscious(server_env, "install", "--served", "--port", str(port), "--settings", str(files["client"]))
+            subconscious(server_env, "install", "--served", "--http", "--port", str(port), "--settings",
+                         str(files["http"]))
             files["none"].write_text("{}")
             start_file = tmp / "settings-start.json"
             subconscious(server_env, "install", "--settings", str(start_file))
             only(start_file, {"SessionStart"})
-            for m in ("command", "served"):
+            for m in MODES[1:]:
                 only(files[m], {"UserPromptSubmit", "PreToolUse"})
             serve = subprocess.Popen([str(EXE), "serve", "--port", str(port), "--quiet"],
                                      env={k: v for k, v in server_env.items() if k != "CLAUDE_CONFIG_DIR"},
@@ -155,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             results: dict[tuple[str, str], dict[str, list[float]]] = {}
             for i in range(args.runs + 1):  # the first round warms caches and is not counted
                 for ttl in ("5", "0"):
-                    for mode in ("none", "command", "served"):
+                    for mode in MODES:
                         debug = tmp / f"debug-{mode}-{ttl}-{i}.log"
                         _, gap = turn(files[mode], sid, ttl, debug)
                         if i == 0:
@@ -172,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             for ttl, label in (("5", "in TTL"), ("0", "fetches")):
                 floor = statistics.median(results[("none", ttl)]["gap"])
                 floors.append(f"{floor:.0f}")
-                for mode in ("command", "served"):
+                for mode in MODES[1:]:
                     r = results[(mode, ttl)]
                     extra = [g - floor for g in r["gap"]]
                     print(f"{mode:<10}{label:<16}{summary(r['UserPromptSubmit']):>24}{summary(r['PreToolUse']):>18}"

@@ -9,9 +9,10 @@ drops keys it does not know, so no marker field would survive — the command is
   wrong shape) rather than guess: the caller must then leave the file alone;
 - :func:`install` = remove ours, then append ours per event: idempotent, other hooks untouched;
 - :func:`uninstall` removes only ours; groups and events that only held ours go with them;
-- :func:`served_hooks`: the same hooks with PreToolUse and UserPromptSubmit as ``http`` hooks to
-  ``subconscious serve`` on 127.0.0.1 (served mode); ours too, by their URL path ``/subconscious/hook/<event>``,
-  so switching back and forth and uninstalling find them.
+- :func:`served_hooks`: the same hooks with PreToolUse and UserPromptSubmit answered by ``subconscious serve``
+  on 127.0.0.1 (served mode): through the bash client (:data:`CLIENT_NAME`, a command hook that is silent
+  whatever fails), or as Claude Code ``http`` hooks; ours too, by the client's name or the URL path
+  ``/subconscious/hook/<event>``, so switching back and forth and uninstalling find them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _OURS = re.compile(r"\bsubconscious['\"]?\s+hook\s+(?:session-start|user-prompt-
                    r"stop-failure|pre-compact|post-compact|subagent-start|subagent-stop|session-end)\b")
 _OURS_URL = re.compile(r"^http://127\.0\.0\.1:\d{1,5}/subconscious/hook/(?:user-prompt-submit|pre-tool-use)$")
 SERVED_EVENTS = {"PreToolUse": "pre-tool-use", "UserPromptSubmit": "user-prompt-submit"}
+CLIENT_NAME = "subconscious-served"  # the bash client's $0: ``bash -c <client> subconscious-served <event> <port>``
 TOKEN_HEADER = "X-Subconscious-Token"
 TOKEN_VAR = "SUBCONSCIOUS_SERVE_TOKEN"
 ENV_HEADER = "X-Subconscious-Env-"  # + a variable name: Claude Code's value of it, for the server
@@ -154,20 +156,44 @@ def is_ours(handler: Any) -> bool:
     kind = handler.get("type", "command")
     if kind == "http":
         return isinstance(handler.get("url"), str) and _OURS_URL.match(handler["url"]) is not None
+    if kind == "command" and is_served_client(handler):
+        return True
     return kind == "command" and isinstance(handler.get("command"), str) and _OURS.search(handler["command"]) is not None
 
 
-def served_hooks(ours: dict[str, list[dict[str, Any]]], port: int) -> dict[str, list[dict[str, Any]]]:
-    """``ours`` with the PreToolUse and UserPromptSubmit handlers as http hooks to ``subconscious serve`` on
-    ``127.0.0.1:port`` (same matchers and timeouts). The token comes from Claude Code's environment
-    (``$SUBCONSCIOUS_SERVE_TOKEN``, named in ``allowedEnvVars``), never written into the file."""
+def is_served_client(handler: Any) -> bool:
+    """A command hook in the bash client's exec form (``bash -c <script> subconscious-served <event> <port>``)."""
+    args = handler.get("args") if isinstance(handler, dict) else None
+    return (isinstance(args, list) and len(args) == 5 and all(isinstance(a, str) for a in args)
+            and args[0] == "-c" and args[2] == CLIENT_NAME and args[3] in SERVED_EVENTS.values()
+            and args[4].isdigit())
+
+
+def served_hooks(ours: dict[str, list[dict[str, Any]]], port: int,
+                 client: tuple[str, str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """``ours`` with the PreToolUse and UserPromptSubmit handlers answered by ``subconscious serve`` on
+    ``127.0.0.1:port`` (same matchers and timeouts). ``client`` = (bash's absolute path, the client script's
+    text): command hooks running that script (it reads the token from the state dir or
+    ``$SUBCONSCIOUS_SERVE_TOKEN``); None: Claude Code http hooks, the token from Claude Code's environment
+    (``$SUBCONSCIOUS_SERVE_TOKEN``, named in ``allowedEnvVars``). The token is never written into the file."""
     if not 0 < port < 65536:
         raise SettingsError(f"port {port} is out of range")
+    if client is not None and not (client[0].startswith("/") and client[1].strip()):
+        raise SettingsError(f"the served client needs bash by its absolute path, not {client[0]!r}")
     out = copy.deepcopy(ours)
     for event, name in SERVED_EVENTS.items():
         for group in out.get(event, []):
-            group["hooks"] = [_http_handler(h, name, port) if is_ours(h) else h for h in group.get("hooks", [])]
+            group["hooks"] = [(_client_handler(h, name, port, client) if client else _http_handler(h, name, port))
+                              if is_ours(h) else h for h in group.get("hooks", [])]
     return out
+
+
+def _client_handler(command_handler: dict[str, Any], event: str, port: int, client: tuple[str, str]) -> dict[str, Any]:
+    handler: dict[str, Any] = {"type": "command", "command": client[0],
+                               "args": ["-c", client[1], CLIENT_NAME, event, str(port)]}
+    if "timeout" in command_handler:
+        handler["timeout"] = command_handler["timeout"]
+    return handler
 
 
 def _http_handler(command_handler: dict[str, Any], event: str, port: int) -> dict[str, Any]:

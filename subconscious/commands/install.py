@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -33,8 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hooks-file", metavar="FILE", help=argparse.SUPPRESS)  # another hooks.json (tests, forks)
     if parser.prog.endswith(" install"):
         parser.add_argument("--served", action="store_true",
-                            help="PreToolUse and UserPromptSubmit as http hooks to `subconscious serve` (served mode); "
-                                 "without it, install writes command hooks (and switches served ones back)")
+                            help="PreToolUse and UserPromptSubmit answered by `subconscious serve` (served mode) through "
+                                 "a bash client that says nothing when the server is not there; without it, install "
+                                 "writes command hooks (and switches served ones back)")
+        parser.add_argument("--http", action="store_true",
+                            help="with --served: Claude Code http hooks instead of the bash client (no process at all, "
+                                 "but Claude Code's screen shows 'hook failed' while the server is down)")
         parser.add_argument("--port", type=int, default=None,
                             help="with --served: the port `subconscious serve` listens on (default: "
                                  "$SUBCONSCIOUS_SERVE_PORT, else 20000 + uid %% 10000)")
@@ -96,14 +101,23 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, SettingsError) as exc:
             return _fail(f"cannot read our hooks from {hooks_file}: {exc}", 2)
         served_port = None
+        if getattr(args, "http", False) and not getattr(args, "served", False):
+            return _fail("--http goes with --served. Nothing was changed.", 2)
         if getattr(args, "served", False):
-            from ..served import default_port
+            from ..served import client_script, default_port
             from ..settingsfile import served_hooks
 
+            client = None
+            if not args.http:
+                bash = shutil.which("bash")
+                if not bash or not os.path.isabs(bash):
+                    return _fail("served mode's client needs bash, which is not on PATH (or use --served --http). "
+                                 "Nothing was changed.", 2)
+                client = (os.path.realpath(bash), client_script())
             try:
                 served_port = args.port if args.port is not None else default_port()
-                ours = served_hooks(ours, served_port)
-            except (ValueError, SettingsError) as exc:
+                ours = served_hooks(ours, served_port, client)
+            except (ValueError, SettingsError, OSError) as exc:
                 return _fail(f"{exc}. Nothing was changed.", 2)
         new = install(settings, ours)
         events = ", ".join(ours) + (f"; PreToolUse and UserPromptSubmit served by http://127.0.0.1:{served_port}"
@@ -114,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         if args.verb == "install":
             print(f"subconscious hooks already in {shown} ({events}); nothing changed")
             if served_port:
-                _served_notes(served_port)
+                _served_notes(served_port, args.http)
         else:
             print(f"no subconscious hooks in {shown}; nothing changed")
         return 0
@@ -143,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"added subconscious hooks to {shown} ({events}){kept}")
         _notes(new, target)
         if served_port:
-            _served_notes(served_port)
+            _served_notes(served_port, args.http)
         elif _has_served(settings):
             _served_off()
     else:
@@ -217,9 +231,9 @@ def _notes(settings: dict, target: Path) -> None:
 
 
 def _has_served(settings: dict) -> bool:
-    from ..settingsfile import is_ours
+    from ..settingsfile import is_ours, is_served_client
 
-    return any(h.get("type") == "http" and is_ours(h) for groups in (settings.get("hooks") or {}).values()
+    return any((h.get("type") == "http" or is_served_client(h)) and is_ours(h) for groups in (settings.get("hooks") or {}).values()
                for g in groups for h in g.get("hooks", []))
 
 
@@ -236,7 +250,7 @@ def _served_off() -> None:
         pass
 
 
-def _served_notes(port: int) -> None:
+def _served_notes(port: int, http: bool) -> None:
     """What served mode needs besides the settings: the token in Claude Code's environment; the marker that
     has SessionStart start the server when nothing answers on its port."""
     from ..localstate import local_dirs
@@ -250,6 +264,16 @@ def _served_notes(port: int) -> None:
         print(f"note: cannot make the served mode's token ({exc}); `subconscious serve` will say why")
         return
     given = os.environ.get("SUBCONSCIOUS_SERVE_TOKEN")
+    if not http:
+        if given and given != token:
+            print("note: SUBCONSCIOUS_SERVE_TOKEN is set to another token: the client sends it, and the server "
+                  "refuses it (a silent skip). Unset it, or: export SUBCONSCIOUS_SERVE_TOKEN=$(subconscious serve "
+                  "--print-token)")
+        print("note: SessionStart starts `subconscious serve` when nothing answers on the port (or run it "
+              "yourself: deploy/ has a systemd user unit and a launchd agent). While none answers, the two hooks "
+              "say nothing: Claude Code goes on as without them. `subconscious install` switches back to command "
+              "hooks")
+        return
     if given != token:
         state = "is set to another token" if given else "is not set here"
         print(f"note: SUBCONSCIOUS_SERVE_TOKEN {state}: Claude Code must have it, or the server refuses its hooks "

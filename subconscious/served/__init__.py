@@ -1,6 +1,6 @@
-"""Served mode: one per-user process (``subconscious serve``) answering Claude Code's ``http`` hooks for
-PreToolUse and UserPromptSubmit on 127.0.0.1, so a tool call costs a local HTTP round trip instead of a
-Python start.
+"""Served mode: one per-user process (``subconscious serve``) answering PreToolUse and UserPromptSubmit on
+127.0.0.1, so a tool call costs a local HTTP round trip instead of a Python start: through ``client.bash``
+(a command hook, bash's own /dev/tcp: silent whatever fails) or as Claude Code's ``http`` hooks.
 
 - :mod:`.token`: the per-user token (machine-local, 0600) every request must carry;
 - :mod:`.server`: the HTTP server; it runs the very handlers the command hooks run
@@ -21,6 +21,15 @@ ROUTES = {
     "/subconscious/hook/user-prompt-submit": ("user-prompt-submit", "subconscious.events.prompt", 8.0),
     "/subconscious/hook/pre-tool-use": ("pre-tool-use", "subconscious.events.pre_tool", 4.0),
 }
+
+
+def client_script() -> str:
+    """The bash client (``client.bash``) that ``install --served`` writes into the settings file, without its
+    comment lines (the settings file names it by ``$0``, ``subconscious-served``)."""
+    from pathlib import Path
+
+    text = Path(__file__).with_name("client.bash").read_text(encoding="utf-8")
+    return "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))
 
 
 def default_port(env=os.environ) -> int:

@@ -152,6 +152,25 @@ def test_install_served_switches_two_hooks_and_back_and_uninstall_removes_both_k
     assert uninstall(served) == (s, count_ours(served))
 
 
+@given(settings_without_ours)
+def test_the_bash_client_switches_with_the_other_two_kinds_and_uninstall_finds_it(s):
+    from subconscious.served import client_script
+    from subconscious.settingsfile import is_served_client
+
+    client = served_hooks(OURS, 21999, ("/bin/bash", client_script()))
+    with_client = install(s, client)
+    assert install(with_client, client) == with_client
+    assert count_ours(with_client) == count_ours(install(s, OURS))
+    clients = [h for gs in with_client["hooks"].values() for g in gs for h in g["hooks"] if is_served_client(h)]
+    assert sorted(h["args"][3] for h in clients) == ["pre-tool-use", "user-prompt-submit"]
+    assert all(h["type"] == "command" and h["args"][4] == "21999" for h in clients)
+    assert all(h["args"][:3] == ["-c", client_script(), "subconscious-served"] for h in clients)  # no token in it
+    for other in (OURS, SERVED):
+        assert install(with_client, other) == install(s, other)
+        assert install(install(s, other), client) == with_client
+    assert uninstall(with_client) == (s, count_ours(with_client))
+
+
 def test_the_token_is_made_once_private_and_a_damaged_one_is_kept_aside(tmp_path):
     root = tmp_path / "state"
     token = ensure_token(root)
