@@ -130,11 +130,19 @@ def plugin_hooks(hooks_json_text: str, plugin_root: str | None = None) -> dict[s
 
 # A settings file has no plugin dir and no plugin data dir: there our hooks are this shell form, which finds
 # the command a user installed (PATH, else pipx's ~/.local/bin) and keeps a failure from blocking (exit 2 -> 1).
+# As hooks/run does, it runs the interpreter pip's script names (its first line, a plain absolute path) with
+# the hook entry, skipping the script's own `import re` (~5 ms a hook); any other script runs as it is. The
+# comment at the end names the command for is_ours (and for a reader of the file).
 SETTINGS_COMMAND = (
-    "if command -v subconscious >/dev/null 2>&1; then subconscious hook {event} || exit 1; "
-    "elif [ -x \"$HOME/.local/bin/subconscious\" ]; then \"$HOME/.local/bin/subconscious\" hook {event} || exit 1; "
-    "else echo 'subconscious: command not found on PATH or in ~/.local/bin, so this hook did nothing. "
-    "Install it with: pip install subconscious (or: pipx install subconscious)' >&2; fi; exit 0")
+    "s=$(command -v subconscious 2>/dev/null) || s=; "
+    "if [ -z \"$s\" ] && [ -x \"$HOME/.local/bin/subconscious\" ]; then s=$HOME/.local/bin/subconscious; fi; "
+    "if [ -z \"$s\" ]; then echo 'subconscious: command not found on PATH or in ~/.local/bin, so this hook did "
+    "nothing. Install it with: pip install subconscious (or: pipx install subconscious)' >&2; exit 0; fi; "
+    "p=; {{ read -r p; }} <\"$s\" 2>/dev/null; case $p in '#!/'*) p=${{p#??}} ;; *) p= ;; esac; "
+    "case $p in *' '* | *'\t'*) p= ;; esac; case ${{p##*/}} in python*) ;; *) p= ;; esac; "
+    "if [ -n \"$p\" ] && [ -x \"$p\" ]; then \"$p\" -P -c 'import sys\ntry:\n    from subconscious.hotpath import "
+    "launch\nexcept ImportError:\n    import os\n    os.execv(sys.argv[1], sys.argv[1:])\nlaunch(sys.argv[2:])' "
+    "\"$s\" hook {event} || exit 1; else \"$s\" hook {event} || exit 1; fi; exit 0  # subconscious hook {event}")
 _LAUNCHER_EVENT = re.compile(r"[a-z][a-z-]*")
 
 

@@ -74,7 +74,7 @@ def test_install_adds_the_plugin_hooks_and_keeps_everything_else(tmp_path, capsy
         (plugin_handler,) = RAW_PLUGIN_HOOKS[event][0]["hooks"]
         assert mine[event].get("matcher") == RAW_PLUGIN_HOOKS[event][0].get("matcher")
         assert handler["timeout"] == plugin_handler["timeout"] and "args" not in handler
-        assert "then subconscious hook %s || exit 1;" % arg in handler["command"]  # never blocks: exit 2 -> 1
+        assert "\"$s\" hook %s || exit 1;" % arg in handler["command"]  # never blocks: exit 2 -> 1
         assert "${CLAUDE_PLUGIN_ROOT}" not in handler["command"]
     # other tools' hooks (same order, same events) and other settings are untouched
     assert handlers(after, ours=False) == handlers(OTHER_TOOLS, ours=False)
@@ -157,7 +157,7 @@ def test_dry_run_shows_the_diff_and_writes_nothing(tmp_path, capsys):
     code, out, _ = run(capsys, "install", "--settings", str(f), "--dry-run")
     assert code == 0
     assert out.startswith("--- %s\n+++ %s (after)\n" % (f, f))
-    assert '+            "timeout": 120' in out and "+            \"command\": \"if command -v subconscious" in out
+    assert '+            "timeout": 120' in out and "+            \"command\": \"s=$(command -v subconscious" in out
     assert "dry run" in out
     assert f.read_bytes() == raw and backups(f) == []
     run(capsys, "install", "--settings", str(f))

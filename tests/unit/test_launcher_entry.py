@@ -164,3 +164,38 @@ def test_a_script_whose_first_line_is_not_a_plain_python_runs_as_it_is(tmp_path,
                    SUBCONSCIOUS_FETCH_TTL="3600")
         assert r.returncode == 0, (first, r.stderr)
         assert m.script_ran(), first
+
+
+# ---------------------------------------------------------------- the settings-file form (subconscious install)
+
+
+def settings_hook(m: Machine, shell: str, event: str, data: dict, **env: str) -> subprocess.CompletedProcess:
+    """The command install writes into a settings file, run the way Claude Code runs a command string."""
+    from subconscious.settingsfile import SETTINGS_COMMAND
+
+    return subprocess.run([shell, "-c", SETTINGS_COMMAND.format(event=event)], input=json.dumps(data),
+                          capture_output=True, text=True, timeout=60, cwd=str(m.project), env={**m.env, **env})
+
+
+SHELLS = [s for s in ("/bin/sh", "/bin/bash", "/usr/bin/zsh", "/bin/zsh") if os.path.exists(s)]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_settings_form_runs_the_entry_and_falls_back_to_the_script(tmp_path, venv, shell):
+    m = Machine(tmp_path, venv)
+    sid = str(uuid.uuid4())
+    assert claims.take_fetch(m.local / "shown", sid, 0, int(time.time() * 1000))
+    data = {"session_id": sid, "hook_event_name": "PreToolUse", "cwd": str(m.project)}
+    r = settings_hook(m, shell, "pre-tool-use", data, SUBCONSCIOUS_FETCH_TTL="3600")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "") and not m.script_ran()
+    # a script whose first line is no plain python (a pyenv shim, env): the script itself
+    script = m.bin / "subconscious"
+    script.write_text("#!/usr/bin/env python3\n" + script.read_text().split("\n", 1)[1])
+    r = settings_hook(m, shell, "pre-tool-use", data, SUBCONSCIOUS_FETCH_TTL="3600")
+    assert r.returncode == 0 and m.script_ran(), r.stderr
+    # a failing command: never exit 2; no command at all: one line on stderr, exit 0
+    script.write_text("#!/bin/sh\nexit 2\n")
+    assert settings_hook(m, shell, "pre-tool-use", data).returncode == 1
+    script.unlink()
+    r = settings_hook(m, shell, "pre-tool-use", data)
+    assert r.returncode == 0 and "command not found on PATH" in r.stderr
