@@ -20,18 +20,22 @@ note is shown again: at least once in that one window, exactly once otherwise.
 The caller advances the session's watermark (``last_seen_message_id``) over printed notes only. Printed ids
 are kept as a ring of the ``KEEP_PRINTED`` newest: never pruned by the watermark, because a slower hook may
 still hold a look-back from before it moved (a hook lives 8 s at most; 256 notes are not printed in that time).
-Stdlib only, no new imports on the PreToolUse path (json and fcntl are loaded already).
+Stdlib only, and light enough for the fetching hooks' shortcut (subconscious.hotfetch): JSON through
+:mod:`subconscious.fastjson`, paths as strings (``str`` or ``Path`` accepted), no ``json``, ``pathlib``,
+``contextlib`` or ``typing`` at run time — each pulls in ``re``, ``enum`` or ``functools``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Callable, Iterable
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms on a hook)
 
+from . import fastjson as json
 from .atomic import atomic_write, ensure_dir
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Callable, Iterable
 
 CLAIM_TIMEOUT_MS = 60_000  # far beyond any printing hook's deadline (hookrun.EVENTS: 8 s at most)
 KEEP_PRINTED = 256
@@ -51,25 +55,36 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-@contextmanager
-def _locked(directory: Path, session_id: str):
-    ensure_dir(directory)
-    fd = os.open(directory / f"{session_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+class _locked:
+    """``with _locked(directory, session_id) as path``: the session's claims file path, under the exclusive
+    flock on ``<id>.lock`` (released when the block ends)."""
+
+    def __init__(self, directory: "Path | str", session_id: str):
+        self.directory, self.session_id = os.fspath(directory), session_id
+
+    def __enter__(self) -> str:
+        ensure_dir(self.directory)
+        self.fd = os.open(os.path.join(self.directory, f"{self.session_id}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no lock (claims still narrow the window)
-            fcntl = None
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield directory / f"{session_id}.json"
-    finally:
-        os.close(fd)  # releases the lock
+            try:
+                import fcntl
+            except ImportError:  # pragma: no cover - Windows: no lock (claims still narrow the window)
+                fcntl = None
+            if fcntl is not None:
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        return os.path.join(self.directory, f"{self.session_id}.json")
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)  # releases the lock
 
 
-def _read(path: Path) -> dict:
+def _read(path: str) -> dict:
     try:
-        data = json.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
     except (OSError, ValueError):  # none yet, or torn by a crash: a machine-local cache, rebuilt
         data = {}
     if not isinstance(data, dict):
@@ -88,12 +103,12 @@ def _read(path: Path) -> dict:
     }
 
 
-def _write(path: Path, data: dict) -> None:
+def _write(path: str, data: dict) -> None:
     data["printed"] = data["printed"][-KEEP_PRINTED:]
     atomic_write(path, json.dumps(data, separators=(",", ":")), durable=False)
 
 
-def take_fetch(directory: Path, session_id: str, ttl_ms: int, now_ms: int) -> bool:
+def take_fetch(directory: "Path | str", session_id: str, ttl_ms: int, now_ms: int) -> bool:
     """True (and the fetch time set to ``now_ms``) unless a fetch began less than ``ttl_ms`` ago."""
     with _locked(directory, session_id) as path:
         data = _read(path)
@@ -104,7 +119,7 @@ def take_fetch(directory: Path, session_id: str, ttl_ms: int, now_ms: int) -> bo
         return True
 
 
-def give_back_fetch(directory: Path, session_id: str, taken_ms: int) -> None:
+def give_back_fetch(directory: "Path | str", session_id: str, taken_ms: int) -> None:
     """Undo :func:`take_fetch` of ``taken_ms`` (a hook that took the TTL and hands its fetch to another path,
     which then takes it again): nothing changes when another hook has taken a fetch since."""
     with _locked(directory, session_id) as path:
@@ -114,8 +129,8 @@ def give_back_fetch(directory: Path, session_id: str, taken_ms: int) -> None:
             _write(path, data)
 
 
-def claim(directory: Path, session_id: str, ids: Iterable[str], *, owner: int, now_ms: int,
-          alive: Callable[[int], bool] = _pid_alive) -> tuple[list[str], frozenset[str]]:
+def claim(directory: "Path | str", session_id: str, ids: "Iterable[str]", *, owner: int, now_ms: int,
+          alive: "Callable[[int], bool]" = _pid_alive) -> tuple[list[str], frozenset[str]]:
     """Claim for ``owner`` (a process id) those of ``ids`` nobody printed or holds; returns (the ids
     claimed, every id printed so far). Dead owners' and timed-out claims are released first."""
     ids = list(ids)
@@ -141,7 +156,7 @@ def claim(directory: Path, session_id: str, ids: Iterable[str], *, owner: int, n
         return mine, frozenset(printed)
 
 
-def mark_printed(directory: Path, session_id: str, ids: Iterable[str], *, owner: int) -> frozenset[str]:
+def mark_printed(directory: "Path | str", session_id: str, ids: "Iterable[str]", *, owner: int) -> frozenset[str]:
     """``ids`` (claimed by ``owner``) were written to stdout: record them as printed and drop their
     claims. Returns every id printed so far. Call it only after the output was flushed."""
     ids = list(ids)
@@ -162,7 +177,7 @@ def mark_printed(directory: Path, session_id: str, ids: Iterable[str], *, owner:
         return frozenset(have)
 
 
-def release(directory: Path, session_id: str, ids: Iterable[str], *, owner: int) -> None:
+def release(directory: "Path | str", session_id: str, ids: "Iterable[str]", *, owner: int) -> None:
     """``owner`` will not print ``ids`` after all (Claude Code's limit left them for a later hook): its
     claims on them go at once, so the next hook shows them (a served process would hold them 60 s)."""
     ids = [i for i in ids]
@@ -180,7 +195,7 @@ def release(directory: Path, session_id: str, ids: Iterable[str], *, owner: int)
             _write(path, data)
 
 
-def state(directory: Path, session_id: str) -> dict:
+def state(directory: "Path | str", session_id: str) -> dict:
     """The file as it is (for tests and ``status``)."""
     with _locked(directory, session_id) as path:
         return _read(path)

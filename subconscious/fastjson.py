@@ -75,11 +75,12 @@ def _plain_text(data) -> str | None:
         return None
 
 
-def dumps(value) -> str:
-    """``json.dumps(value)`` with its defaults (ASCII, ``", "`` and ``": "``, NaN allowed, circular check);
-    what it cannot encode raises as json would (TypeError, ValueError)."""
+def dumps(value, separators: tuple[str, str] = (", ", ": ")) -> str:
+    """``json.dumps(value, separators=separators)`` with json's other defaults (ASCII, NaN allowed, circular
+    check); what it cannot encode raises as json would (TypeError, ValueError)."""
     if _json is not None:
-        encode = _json.make_encoder({}, _cannot_encode, _json.encode_basestring_ascii, None, ": ", ", ",
+        item, key = separators
+        encode = _json.make_encoder({}, _cannot_encode, _json.encode_basestring_ascii, None, key, item,
                                     False, False, True)
         try:
             return "".join(encode(value, 0))
@@ -87,7 +88,7 @@ def dumps(value) -> str:
             pass  # json raises the same, with its own message
     import json
 
-    return json.dumps(value)
+    return json.dumps(value, separators=separators)
 
 
 def _cannot_encode(value):

@@ -37,7 +37,6 @@ marker here as ``spawn.pickup(arm=...)`` does (machine-local).
 from __future__ import annotations
 
 import os
-import re
 import time
 
 from .hotpath import _input, _log, _read_json, _read_shared, _text, state_dir
@@ -51,8 +50,12 @@ SAFETY_NET_SECONDS = 600.0  # spawn.SAFETY_NET_SECONDS
 SAFETY_NET_REASON = "a turn without a Stop yet"  # as spawn.pickup arms it
 DEFAULT_BASE_URL = "https://api.letta.com"
 CLOUD_HOSTS = ("api.letta.com",)
-_BASE_URL = re.compile(r"(https?)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?")
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")  # letta.config._ID_RE: safe in a URL path
+# checked by set, not re (whose import costs a hook ~3-5 ms): the rules of the patterns named below
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_ID_REST = _ALNUM | frozenset("_.-")  # letta.config._ID_RE: [A-Za-z0-9][A-Za-z0-9_.-]{0,127}, safe in a URL path
+_HOST = _ALNUM | frozenset(".-")
+_HOST6 = frozenset("0123456789ABCDEFabcdef:.")
+_PATH = _ALNUM | frozenset("._~/-")
 SDK_TOOLS = ("read-only", "full", "off")
 
 
@@ -60,17 +63,43 @@ SDK_TOOLS = ("read-only", "full", "off")
 
 def api_root(raw: str | None) -> tuple[str, str] | None:
     """(the API root ending in ``/v1``, the host) for a LETTA_BASE_URL of the plain form
-    ``http(s)://host[:port][/path]``, as letta.config.normalize_base_url makes it; None for anything else
-    (user info, a query, an odd character: the full path normalises it, or says why not)."""
+    ``http(s)://host[:port][/path]`` (host: letters, digits, ``.``, ``-``, or ``[`` an IPv6 address ``]``; port:
+    1-5 digits; path: letters, digits and ``._~/-``), as letta.config.normalize_base_url makes it; None for
+    anything else (user info, a query, an odd character: the full path normalises it, or says why not)."""
     value = (raw or "").strip() or DEFAULT_BASE_URL
-    m = _BASE_URL.fullmatch(value)
-    if m is None:
+    for scheme in ("https", "http"):
+        if value.startswith(scheme + "://"):
+            rest = value[len(scheme) + 3:]
+            break
+    else:
         return None
-    scheme, host, port, path = m.group(1), m.group(2), m.group(3) or "", m.group(4) or ""
-    path = re.sub(r"/+", "/", path).rstrip("/")
+    cut = rest.find("/")
+    authority, path = (rest, "") if cut < 0 else (rest[:cut], rest[cut:])
+    if authority.startswith("["):
+        close = authority.find("]")
+        host, port = authority[:close + 1], authority[close + 1:]
+        if close < 2 or not _HOST6.issuperset(host[1:-1]):
+            return None
+    else:
+        host, colon, port = authority.partition(":")
+        port = colon + port
+        if not host or not _HOST.issuperset(host):
+            return None
+    if port and not (port[0] == ":" and 1 < len(port) <= 6 and port[1:].isascii() and port[1:].isdigit()):
+        return None
+    if not _PATH.issuperset(path):
+        return None
+    while "//" in path:
+        path = path.replace("//", "/")
+    path = path.rstrip("/")
     if not path.endswith("/v1"):
         path += "/v1"
     return f"{scheme}://{host}{port}{path}", host.lower()
+
+
+def plain_id(value: str) -> bool:
+    """letta.config._ID_RE's full match: a letter or digit, then up to 127 of letters, digits, ``_.-``."""
+    return 0 < len(value) <= 128 and value[0] in _ALNUM and _ID_REST.issuperset(value)
 
 
 def has_text(message: dict) -> bool:
@@ -127,7 +156,7 @@ def view_usable(view: dict | None, sid: str) -> tuple[str, str | None] | None:
         return None
     if not all(isinstance(view.get(k), (str, type(None))) for k in ("agentId", "startedAt", "host")):
         return None
-    if not (_text(conv) and _ID.fullmatch(conv) and (mark is None or _text(mark))):
+    if not (_text(conv) and plain_id(conv) and (mark is None or _text(mark))):
         return None
     return conv, mark
 
@@ -147,9 +176,7 @@ def due_marker(pending: str, now: float) -> bool | None:
 def arm_safety_net(pending: str, sid: str, now: float) -> None:
     """This session's retry marker due ``SAFETY_NET_SECONDS`` from now, unless one is due sooner
     (localsession.mark_pending with keep_earlier, as spawn.pickup arms it)."""
-    import json
-    from pathlib import Path
-
+    from . import fastjson as json
     from .atomic import atomic_write
 
     path = os.path.join(pending, sid)
@@ -159,7 +186,7 @@ def arm_safety_net(pending: str, sid: str, now: float) -> None:
             return
     except FileNotFoundError:
         pass
-    atomic_write(Path(path), json.dumps({"reason": SAFETY_NET_REASON}) + "\n", durable=False)
+    atomic_write(path, json.dumps({"reason": SAFETY_NET_REASON}) + "\n", durable=False)
     os.utime(path, (due, due))
 
 
@@ -200,11 +227,9 @@ def nothing_new(raw: bytes, env=os.environ, *, pre_tool: bool) -> bool:
     if not pre_tool and due_marker(pending, now):
         return False  # a retry is due: the full path picks it up (spawn.pickup)
 
-    from pathlib import Path
-
     from . import claims
 
-    shown = Path(directory) / "shown"
+    shown = os.path.join(directory, "shown")
     taken_ms = int(now * 1000)
     ttl = 0
     if pre_tool:
@@ -213,7 +238,7 @@ def nothing_new(raw: bytes, env=os.environ, *, pre_tool: bool) -> bool:
         ttl = fetch_ttl_ms(env)
         if ttl is None:
             return False
-    import json
+    from . import fastjson as json
 
     if not claims.take_fetch(shown, sid, ttl, taken_ms):
         return True  # another hook of this session fetched less than the TTL ago: the full path skips too

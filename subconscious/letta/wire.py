@@ -1,19 +1,19 @@
 """The smallest HTTP/1.1 client that does a hook's requests: one GET (or a small POST) on a fresh connection.
 
 ``urllib.request`` costs the hooks ~20 ms of imports (``http.client`` pulls in the ``email`` package;
-both import ``ssl`` even for ``http://``); this needs ``socket`` alone, and ``ssl`` only for ``https://``.
+both import ``ssl`` even for ``http://``); this needs the C module ``_socket`` alone for ``http://`` (the
+``socket`` module around it imports ``enum`` and ``selectors``: ~10 ms), and ``socket`` + ``ssl`` for
+``https://``.
 It follows no redirect (the caller reports a 3xx, as lite always did: a redirect would carry the API key to
 another host), decodes ``Content-Length`` and ``chunked`` bodies, and sends ``Connection: close``.
 Host names go to the resolver as ASCII bytes, so the ``idna`` codec is not imported for them.
 
-Raises :class:`TimeoutError` (``socket.timeout``) when ``timeout`` passes on the connect or any read,
+Raises :class:`TimeoutError` (``socket.timeout`` is the same class) when ``timeout`` passes on the connect or any read,
 :class:`OSError` for a connection that fails or an answer that is not HTTP. Proxies are not handled: the
 caller uses urllib when the environment names one.
 """
 
 from __future__ import annotations
-
-import socket
 
 MAX_BODY = 64 * 1024 * 1024
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
@@ -59,12 +59,15 @@ def request(method: str, url: str, headers: dict[str, str], timeout: float, body
     names, body)."""
     scheme, host, port, path = split_url(url)
     address = host.encode("ascii") if host.isascii() else host  # bytes: no idna codec import
-    sock = socket.create_connection((address, port), timeout=timeout)
-    try:
-        if scheme == "https":
-            import ssl
+    if scheme == "https":
+        import socket
+        import ssl
 
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        sock = ssl.create_default_context().wrap_socket(socket.create_connection((address, port), timeout=timeout),
+                                                        server_hostname=host)
+    else:
+        sock = connect(address, port, timeout)
+    try:
         netloc = f"[{host}]" if ":" in host else host
         if port != (443 if scheme == "https" else 80):
             netloc += f":{port}"
@@ -76,6 +79,24 @@ def request(method: str, url: str, headers: dict[str, str], timeout: float, body
         return _read_response(sock)
     finally:
         sock.close()
+
+
+def connect(address, port: int, timeout: float):
+    """``socket.create_connection((address, port), timeout)`` on the C module: each address the resolver
+    gives, in its order, until one connects; the last error if none does."""
+    import _socket
+
+    error: OSError | None = None
+    for family, kind, proto, _, sockaddr in _socket.getaddrinfo(address, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    raise error or OSError(f"no address for {address!r}")
 
 
 def _read_response(sock) -> tuple[int, dict[str, str], bytes]:

@@ -31,6 +31,7 @@ def outcome(fn, data):
 @given(values)
 def test_dumps_is_json_dumps(value):
     assert fastjson.dumps(value) == json.dumps(value)
+    assert fastjson.dumps(value, separators=(",", ":")) == json.dumps(value, separators=(",", ":"))
 
 
 @settings(max_examples=1000)

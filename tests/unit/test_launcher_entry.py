@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from subconscious import claims
+from tests.unit.test_injection_hooks import letta  # noqa: F401 - the fake Letta server fixture
 
 REPO = Path(__file__).resolve().parents[2]
 PIP_SCRIPT = """#!{python}
@@ -199,3 +200,30 @@ def test_the_settings_form_runs_the_entry_and_falls_back_to_the_script(tmp_path,
     script.unlink()
     r = settings_hook(m, shell, "pre-tool-use", data)
     assert r.returncode == 0 and "command not found on PATH" in r.stderr
+
+
+def test_a_fetch_that_finds_nothing_new_loads_no_json_re_pathlib_socket_or_typing(tmp_path, venv, letta):  # noqa: F811
+    """The fetching hooks' shortcut (subconscious.hotfetch) through the entry: one request over ``_socket``,
+    its claims and safety-net files through fastjson and os.path — each of those modules would cost it
+    milliseconds of imports on every prompt."""
+    from tests.unit.test_hot_fetch import fetches, started
+
+    s, conv = started(tmp_path, letta)
+    (tmp_path / "m").mkdir()
+    m = Machine(tmp_path / "m", venv)
+    env = {**s.env, "PATH": m.env["PATH"], "PYTHONPATH": str(REPO), "CLAUDE_PLUGIN_ROOT": str(REPO)}
+    baseline = imported(subprocess.run([str(venv / "bin" / "python"), "-P", "-c", "pass"], capture_output=True,
+                                       text=True, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}).stderr)
+    for event, limit in (("user-prompt-submit", 100), ("pre-tool-use", 50)):
+        before = fetches(letta, limit)
+        r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run"), event], input=json.dumps(s.data(event)),
+                           capture_output=True, text=True, timeout=60, cwd=str(s.project),
+                           env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
+        assert r.returncode == 0 and r.stdout == "", r.stderr[-2000:]
+        assert fetches(letta, limit) == before + 1, event  # it did fetch: one page
+        extra = imported(r.stderr) - baseline
+        assert "subconscious.hotfetch" in extra and "subconscious.hookrun" not in extra, sorted(extra)
+        heavy = extra & {"json", "re", "pathlib", "socket", "typing", "contextlib", "secrets", "enum", "selectors",
+                         "urllib.parse", "logging", "dataclasses"}
+        assert not heavy, (event, sorted(heavy))
+    assert not m.script_ran()

@@ -123,6 +123,24 @@ def accepting_never_answering(port: int) -> tuple[socket.socket, list]:
     return s, held
 
 
+def read_request(c: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = c.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return data
+
+
 def answering(port: int, reply: bytes, hold: bool = False) -> socket.socket:
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -134,7 +152,7 @@ def answering(port: int, reply: bytes, hold: bool = False) -> socket.socket:
         try:
             while True:
                 c, _ = s.accept()
-                c.recv(65536)
+                read_request(c)  # all of it: closing with unread bytes would reset the connection
                 c.sendall(reply)
                 if hold:  # half an answer, then nothing: the connection stays open
                     kept.append(c)
