@@ -15,12 +15,12 @@ import time
 import pytest
 
 from subconscious.served import client_script
-from subconscious.served.server import HookServer, serve_in_thread
 from subconscious.served.token import ensure_token
 from subconscious.settingsfile import CLIENT_NAME, FORWARDED_VARS, served_hooks
 from tests.harness.letta_server import free_port
 from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fixture
 from tests.unit.test_install_properties import OURS
+from tests.unit.test_served import served  # noqa: F401 - the fixture: the real server in this process
 
 BASH = shutil.which("bash")
 
@@ -38,17 +38,6 @@ def run_client(event: str, port: int, data: dict, env: dict, timeout: float = 30
     p = subprocess.run(hook_argv(event, port), input=json.dumps(data), capture_output=True, text=True,
                        env=env, timeout=timeout)
     return p, time.monotonic() - started
-
-
-@pytest.fixture
-def served(tmp_path, letta):  # noqa: F811
-    s = Session(tmp_path, letta)
-    token = ensure_token(tmp_path / "local")
-    server = HookServer(0, token, tmp_path / "local", env=s.env)
-    serve_in_thread(server)
-    yield s, server, token
-    server.shutdown()
-    server.server_close()
 
 
 def client_env(s, **extra) -> dict:
