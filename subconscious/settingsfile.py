@@ -130,15 +130,18 @@ def plugin_hooks(hooks_json_text: str, plugin_root: str | None = None) -> dict[s
 
 # A settings file has no plugin dir and no plugin data dir: there our hooks are this shell form, which finds
 # the command a user installed (PATH, else pipx's ~/.local/bin) and keeps a failure from blocking (exit 2 -> 1).
-# As hooks/run does, it runs the interpreter pip's script names (its first line, a plain absolute path) with
-# the hook entry, skipping the script's own `import re` (~5 ms a hook); any other script runs as it is. The
+# As hooks/run does, it runs the interpreter pip's script names (its first line, a plain absolute path; a
+# line `from subconscious.cli import main` below it) with the hook entry, skipping the script's own
+# `import re` (~5 ms a hook); any other script runs as it is. The
 # comment at the end names the command for is_ours (and for a reader of the file).
 SETTINGS_COMMAND = (
     "s=$(command -v subconscious 2>/dev/null) || s=; "
     "if [ -z \"$s\" ] && [ -x \"$HOME/.local/bin/subconscious\" ]; then s=$HOME/.local/bin/subconscious; fi; "
     "if [ -z \"$s\" ]; then echo 'subconscious: command not found on PATH or in ~/.local/bin, so this hook did "
     "nothing. Install it with: pip install subconscious (or: pipx install subconscious)' >&2; exit 0; fi; "
-    "p=; {{ read -r p; }} <\"$s\" 2>/dev/null; case $p in '#!/'*) p=${{p#??}} ;; *) p= ;; esac; "
+    "p=; m=; {{ read -r p; i=0; while [ $i -lt 12 ] && read -r l; do if [ \"$l\" = 'from subconscious.cli import main' ]; "
+    "then m=1; break; fi; i=$((i + 1)); done; }} <\"$s\" 2>/dev/null; [ -n \"$m\" ] || p=; "
+    "case $p in '#!/'*) p=${{p#??}} ;; *) p= ;; esac; "
     "case $p in *' '* | *'\t'*) p= ;; esac; case ${{p##*/}} in python*) ;; *) p= ;; esac; "
     "if [ -n \"$p\" ] && [ -x \"$p\" ]; then \"$p\" -P -c 'import sys\ntry:\n    from subconscious.hotpath import "
     "launch\nexcept ImportError:\n    import os\n    os.execv(sys.argv[1], sys.argv[1:])\nlaunch(sys.argv[2:])' "

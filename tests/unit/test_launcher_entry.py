@@ -227,3 +227,40 @@ def test_a_fetch_that_finds_nothing_new_loads_no_json_re_pathlib_socket_or_typin
                          "urllib.parse", "logging", "dataclasses"}
         assert not heavy, (event, sorted(heavy))
     assert not m.script_ran()
+
+
+def test_a_wrapper_of_your_own_with_a_python_first_line_runs_as_it_is(tmp_path, venv):
+    """Only pip's (and uv's) script is skipped: a script that is something else — a wrapper setting its own
+    environment, a test double — runs itself, through the launcher and through the settings-file form."""
+    m = Machine(tmp_path, venv)
+    (m.bin / "subconscious").write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nopen({str(m.mark)!r}, 'a')"
+                                        ".write('wrapper ran')\nprint('WRAPPER', *sys.argv[1:])\n")
+    data = {"session_id": str(uuid.uuid4()), "hook_event_name": "PreToolUse"}
+    r = m.hook("pre-tool-use", data)
+    assert (r.returncode, r.stdout) == (0, "WRAPPER hook pre-tool-use\n") and m.script_ran()
+    m.mark.unlink()
+    r = settings_hook(m, "/bin/sh", "pre-tool-use", data)
+    assert (r.returncode, r.stdout) == (0, "WRAPPER hook pre-tool-use\n") and m.script_ran()
+
+
+UV_SCRIPT = """#!{python}
+# -*- coding: utf-8 -*-
+import sys
+open({mark!r}, "a").write("script ran\\n")
+from subconscious.cli import main
+if __name__ == "__main__":
+    if sys.argv[0].endswith("-script.pyw"):
+        sys.argv[0] = sys.argv[0][:-11]
+    elif sys.argv[0].endswith(".exe"):
+        sys.argv[0] = sys.argv[0][:-4]
+    sys.exit(main())
+"""
+
+
+def test_uvs_script_is_recognised_too(tmp_path, venv):
+    m = Machine(tmp_path, venv)
+    (m.bin / "subconscious").write_text(UV_SCRIPT.format(python=venv / "bin" / "python", mark=str(m.mark)))
+    sid = str(uuid.uuid4())
+    assert claims.take_fetch(m.local / "shown", sid, 0, int(time.time() * 1000))
+    r = m.hook("pre-tool-use", {"session_id": sid, "hook_event_name": "PreToolUse"}, SUBCONSCIOUS_FETCH_TTL="3600")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "") and not m.script_ran()
