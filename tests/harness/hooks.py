@@ -55,6 +55,15 @@ def said(text: str) -> str:
     return f'<message role="claude_code">\n{text}\n</message>'
 
 
+def times_said(updates: list[str], text: str) -> int:
+    """How often Claude Code's answer ``text`` reached the agent in ``updates``: as Claude's message (a
+    transcript line, or a notice of an answer the file lagged on), not as words of a prompt. A prompt
+    ``[[text:Noted x.]] ...`` (the fake API's answer directive) holds the answer's words too: once the prompt
+    and the answer go in two updates (the transcript's later lines came after the worker's first read), a
+    plain ``text in u`` counts two."""
+    return sum(u.count(said(text)) for u in updates)
+
+
 # The hooks a Claude Code session runs on its way: each is checked for what it must not load.
 HOOK_EVENTS = ("pre-tool-use", "user-prompt-submit", "session-start", "stop")
 _LOADED_PROBE = ("import sys; from subconscious.cli import main; main(['hook', sys.argv[1]]); "
