@@ -53,10 +53,11 @@ def build_parser(active: str | None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 2 and argv[0] == "hook" and not argv[1].startswith("-"):
-        from .hotpath import run_hook  # before argparse: hooks run on every tool call and prompt
+    from .hotpath import hook_event, run_hook  # before argparse: hooks run on every tool call and prompt
 
-        return run_hook(argv[1])
+    event = hook_event(argv)
+    if event is not None:
+        return run_hook(event)
     active = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(active if active in VERBS else None)
     if active == "hook":  # a usage error must not exit 2: Claude Code would block the prompt or tool call

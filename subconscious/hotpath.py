@@ -307,13 +307,22 @@ def _exit_now() -> None:
     os._exit(0)
 
 
+def hook_event(argv: list[str]) -> str | None:
+    """The event of a ``hook <event>`` command line (the hooks' own form, taken before argparse); None for any
+    other (argparse then reads it, and says what is wrong with a malformed ``hook`` line)."""
+    if len(argv) == 2 and argv[0] == "hook" and not argv[1].startswith("-"):
+        return argv[1]
+    return None
+
+
 def launch(argv: list[str]) -> None:
     """The entry ``hooks/run`` gives the interpreter (``python -P -c '…launch(sys.argv[2:])' <script> hook
     <event>``), in place of the console script, whose ``import re`` alone costs a hook ~5 ms: the same as
     ``subconscious ARGV``, except that a hook the shortcut finished ends with ``os._exit`` once stdout and
     stderr are flushed (nothing else is open then; the interpreter's clean-up is another ~1.5 ms)."""
-    if len(argv) == 2 and argv[0] == "hook" and not argv[1].startswith("-"):
-        code = run_hook(argv[1], fast_exit=True)
+    event = hook_event(argv)
+    if event is not None:
+        code = run_hook(event, fast_exit=True)
     else:
         from .cli import main
 
