@@ -134,6 +134,11 @@ def plugin_hooks(hooks_json_text: str, plugin_root: str | None = None) -> dict[s
 # line `from subconscious.cli import main` below it) with the hook entry, skipping the script's own
 # `import re` (~5 ms a hook); any other script runs as it is. The
 # comment at the end names the command for is_ours (and for a reader of the file).
+# HOOK_ENTRY is the program both give that python (`python -P -c HOOK_ENTRY <script> hook <event>`): an install
+# without the entry runs its script instead. hooks/run spells it out too (tests/unit/test_launcher_entry.py
+# checks the two are the same).
+HOOK_ENTRY = ("import sys\ntry:\n    from subconscious.hotpath import launch\nexcept ImportError:\n    import os\n"
+              "    os.execv(sys.argv[1], sys.argv[1:])\nlaunch(sys.argv[2:])")
 SETTINGS_COMMAND = (
     "s=$(command -v subconscious 2>/dev/null) || s=; "
     "if [ -z \"$s\" ] && [ -x \"$HOME/.local/bin/subconscious\" ]; then s=$HOME/.local/bin/subconscious; fi; "
@@ -143,8 +148,7 @@ SETTINGS_COMMAND = (
     "then m=1; break; fi; i=$((i + 1)); done; }} <\"$s\" 2>/dev/null; [ -n \"$m\" ] || p=; "
     "case $p in '#!/'*) p=${{p#??}} ;; *) p= ;; esac; "
     "case $p in *' '* | *'\t'*) p= ;; esac; case ${{p##*/}} in python*) ;; *) p= ;; esac; "
-    "if [ -n \"$p\" ] && [ -x \"$p\" ]; then \"$p\" -P -c 'import sys\ntry:\n    from subconscious.hotpath import "
-    "launch\nexcept ImportError:\n    import os\n    os.execv(sys.argv[1], sys.argv[1:])\nlaunch(sys.argv[2:])' "
+    "if [ -n \"$p\" ] && [ -x \"$p\" ]; then \"$p\" -P -c '" + HOOK_ENTRY + "' "
     "\"$s\" hook {event} || exit 1; else \"$s\" hook {event} || exit 1; fi; exit 0  # subconscious hook {event}")
 _LAUNCHER_EVENT = re.compile(r"[a-z][a-z-]*")
 
@@ -167,9 +171,8 @@ def is_ours(handler: Any) -> bool:
     kind = handler.get("type", "command")
     if kind == "http":
         return isinstance(handler.get("url"), str) and _OURS_URL.match(handler["url"]) is not None
-    if kind == "command" and is_served_client(handler):
-        return True
-    return kind == "command" and isinstance(handler.get("command"), str) and _OURS.search(handler["command"]) is not None
+    return kind == "command" and (is_served_client(handler) or (
+        isinstance(handler.get("command"), str) and _OURS.search(handler["command"]) is not None))
 
 
 def is_served_client(handler: Any) -> bool:

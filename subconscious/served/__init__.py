@@ -24,12 +24,22 @@ ROUTES = {
 
 
 def client_script() -> str:
-    """The bash client (``client.bash``) that ``install --served`` writes into the settings file, without its
-    comment lines (the settings file names it by ``$0``, ``subconscious-served``)."""
+    """The bash client (``client.bash``) that ``install --served`` writes into the settings file: its
+    ``@NAME@`` places filled from :mod:`subconscious.settingsfile` (the token header and variable, the
+    forwarded settings and their header prefix, as the server reads them), its comment lines left out (the
+    settings file names it by ``$0``, ``subconscious-served``)."""
     from pathlib import Path
 
+    from ..settingsfile import ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, TOKEN_VAR
+
     text = Path(__file__).with_name("client.bash").read_text(encoding="utf-8")
-    return "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))
+    text = "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))
+    for name, value in (("TOKEN_HEADER", TOKEN_HEADER), ("TOKEN_VAR", TOKEN_VAR), ("ENV_HEADER", ENV_HEADER),
+                        ("FORWARDED_VARS", " ".join(FORWARDED_VARS))):
+        text = text.replace(f"@{name}@", value)
+    if "@" in text:
+        raise RuntimeError("client.bash has a place client_script does not fill")
+    return text
 
 
 def default_port(env=os.environ) -> int:

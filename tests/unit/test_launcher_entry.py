@@ -264,3 +264,11 @@ def test_uvs_script_is_recognised_too(tmp_path, venv):
     assert claims.take_fetch(m.local / "shown", sid, 0, int(time.time() * 1000))
     r = m.hook("pre-tool-use", {"session_id": sid, "hook_event_name": "PreToolUse"}, SUBCONSCIOUS_FETCH_TTL="3600")
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "") and not m.script_ran()
+
+
+def test_the_launcher_and_the_settings_form_give_python_the_same_entry():
+    """hooks/run is shell, so it spells the entry program out: it must be the one install writes."""
+    from subconscious.settingsfile import HOOK_ENTRY, SETTINGS_COMMAND
+
+    assert "-P -c '" + HOOK_ENTRY + "'" in (REPO / "hooks" / "run").read_text()
+    assert "-P -c '" + HOOK_ENTRY + "'" in SETTINGS_COMMAND.format(event="stop")
