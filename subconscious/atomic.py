@@ -9,6 +9,7 @@ sync engine sees the old file or the new one, never a torn one, even after SIGKI
 from __future__ import annotations
 
 import os
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms on a hook)
 
 if TYPE_CHECKING:  # paths are str or Path alike; pathlib (and the re it imports) stays off the hook path

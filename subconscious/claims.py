@@ -28,11 +28,11 @@ Stdlib only, and light enough for the fetching hooks' shortcut (subconscious.hot
 from __future__ import annotations
 
 import os
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms on a hook)
 
 from . import fastjson as json
 from .atomic import atomic_write, ensure_dir
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms on a hook)
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Callable, Iterable

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             client = None
             if not args.http:
                 bash = shutil.which("bash")
-                if not bash or not os.path.isabs(bash):
+                if not bash:
                     return _fail("served mode's client needs bash, which is not on PATH (or use --served --http). "
                                  "Nothing was changed.", 2)
                 client = (os.path.realpath(bash), client_script())
