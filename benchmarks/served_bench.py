@@ -137,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             only(start_file, {"SessionStart"})
             for m in MODES[1:]:
                 only(files[m], {"UserPromptSubmit", "PreToolUse"})
-            serve = subprocess.Popen([str(EXE), "serve", "--port", str(port), "--quiet"],
-                                     env={k: v for k, v in server_env.items() if k != "CLAUDE_CONFIG_DIR"},
+            serve = subprocess.Popen([str(EXE), "serve", "--port", str(port), "--quiet"],  # the Letta server and
+                                     env={**{k: v for k, v in server_env.items() if k != "CLAUDE_CONFIG_DIR"},  # key:
+                                          "LETTA_BASE_URL": letta.base_url, "LETTA_API_KEY": "bench"},  # its own
                                      start_new_session=True)
             target = sandbox.project_dir / "notes.txt"
             target.write_text("alpha\n")

@@ -52,12 +52,19 @@ def build_parser(active: str | None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    process = argv is None  # the console script or ``python -m subconscious``, not a caller in this process
     argv = sys.argv[1:] if argv is None else argv
     from .hotpath import hook_event, run_hook  # before argparse: hooks run on every tool call and prompt
 
     event = hook_event(argv)
     if event is not None:
-        return run_hook(event)
+        return run_hook(event, fast_exit=process)
+    if next((a for a in argv if not a.startswith("-")), None) == "mcp":
+        return _main(argv)  # stdout is the MCP protocol (JSON), nobody's terminal
+    return _filtered_main(argv, as_json="--json" in argv)
+
+
+def _main(argv: list[str]) -> int:
     active = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(active if active in VERBS else None)
     if active == "hook":  # a usage error must not exit 2: Claude Code would block the prompt or tool call
@@ -73,6 +80,81 @@ def main(argv: list[str] | None = None) -> int:
     import importlib
 
     return int(importlib.import_module(VERBS[args.verb][0]).run(args) or 0)
+
+
+class _Filtered:
+    """A text stream every write to which goes through ``keep_safe`` first; it remembers whether anything
+    was written (and, with ``keep``, the last of it). ``unfiltered`` is the stream underneath (rich's console writes
+    there: it cleans the text itself and adds its own colour codes after)."""
+
+    def __init__(self, stream, keep_safe, keep: bool = False):
+        from collections import deque
+
+        # the last writes only: a long-running verb (serve, watch) may write to stderr for days
+        self.unfiltered, self._safe, self.written = stream, keep_safe, False
+        self.kept = deque(maxlen=64) if keep else None
+
+    def write(self, text: str) -> int:
+        if text:
+            self.written = True
+            if self.kept is not None:
+                self.kept.append(text)
+        self.unfiltered.write(self._safe(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self.unfiltered, name)
+
+
+def _filtered_main(argv: list[str], *, as_json: bool) -> int:
+    """Run a verb with stdout and stderr filtered: no escape or control sequence that the agent, the
+    server or a file in the shared home wrote reaches the terminal through any verb (termtext.clean; under
+    ``--json`` stdout is JSON, whose DEL, C1 and bidi controls are escaped). Under ``--json`` a failure
+    that printed nothing on stdout (a usage or configuration error, the server down, an exception) prints
+    ``{"error": …, "kind": …, "exit": N}`` there, so a script reading stdout always gets one JSON object;
+    the exit stays non-zero and stderr says it as before."""
+    from .commands import common
+    from .termtext import clean, json_escape
+
+    out = _Filtered(sys.stdout, json_escape if as_json else clean)
+    err = _Filtered(sys.stderr, clean, keep=as_json)
+    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    kind = None
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit as exc:  # argparse: a usage error (2), --help/--version (0)
+            if not as_json:
+                raise
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+            kind = "usage"
+        except Exception as exc:  # noqa: BLE001 - said on stdout as JSON, and the traceback on stderr
+            if not as_json:
+                raise
+            import traceback
+
+            traceback.print_exc()
+            code, kind = 1, "internal"
+            common.last_error = {"error": f"{type(exc).__name__}: {exc}", "kind": kind, "exit": 1}
+    finally:
+        sys.stdout, sys.stderr = out.unfiltered, err.unfiltered
+    if as_json and code and not out.written:
+        import json
+        import re
+
+        said = [line for line in "".join(err.kept or []).splitlines() if line.strip()]
+        error = dict(common.last_error or {})
+        if not error or kind == "usage":
+            line = re.sub(r"^subconscious(?: [\w-]+)?: (?:error: )?", "", said[-1]) if said else f"exit {code}"
+            error = {"error": clean(line).strip(),
+                     "kind": kind or ("usage" if code == 2 else "error")}
+        error["exit"] = code
+        print(json.dumps(error, indent=2))
+    return code
 
 
 def _hook_usage_error(argv: list[str]) -> int:

@@ -59,6 +59,10 @@ def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: 
     from . import notices
     from .transcript import line_uuid
 
+    # the notices first: a worker killed after this and before the cursor moved finds the attempt still
+    # recorded, judges it done and comes back here (nothing is sent again); the other order sent a notice
+    # a second time (the cursor had moved on, the notice was still queued for the next update)
+    notices.delivered(sessions_dir, session_id, list(inserted or ()), list(skipped or ()))
     store.update_session(session_id, lambda cur, last=last: cur.evolve(
         last_processed_index=max(cur.last_processed_index, last)))
     ids = [u for u in (line_uuid(l) for l in lines[max(frm + 1, 0):to + 1]) if u]
@@ -66,15 +70,29 @@ def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: 
         with open(_uuids_path(sessions_dir, session_id), "a", encoding="utf-8") as f:
             f.write("\n".join(ids) + "\n")
     local = localsession.load(sessions_dir, session_id)
-    at = lines[to] if 0 <= to < len(lines) else ""
-    u = line_uuid(at)
-    local.anchor = [last, u] if u else None
-    notices.delivered(sessions_dir, session_id, list(inserted or ()), list(skipped or ()))
+    local.anchor = anchor_at(lines, to, last)
+    local.stuck_key = None
     local.attempt, local.attempt_key, local.attempt_after = None, None, None
-    local.attempt_inserts, local.attempt_skipped = None, None
+    local.attempt_inserts, local.attempt_skipped, local.running_since = None, None, None
     local.failures, local.last_error = 0, None
     local.pending_update, local.pending_cursor = None, None
     localsession.save(sessions_dir, local)
+
+
+ANCHOR_LOOKBACK = 10_000  # lines: a cursor this far past any line with a uuid is trusted by its index
+
+
+def anchor_at(lines: list[str], to: int, cursor: int) -> list | None:
+    """The cursor's identity once the line at index ``to`` was delivered: ``[cursor, uuid, back]``, the
+    last delivered line that has a uuid, ``back`` lines before ``to`` (Claude Code's last line is often a
+    bookkeeping line without one); None when no delivered line has one."""
+    from .transcript import line_uuid
+
+    for i in range(min(to, len(lines) - 1), max(-1, to - ANCHOR_LOOKBACK), -1):
+        u = line_uuid(lines[i])
+        if u:
+            return [cursor, u, to - i]
+    return None
 
 
 def _max_chars(client, agent_id: str | None, local: localsession.LocalSession, sessions_dir: Path) -> int:

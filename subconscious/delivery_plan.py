@@ -39,11 +39,20 @@ def locate(lines: Sequence[str], cursor: int, offset: int, anchor: Sequence | No
            delivered: Callable[[], set[str]]) -> Located:
     """The index in ``lines`` of the line at the cursor. The cursor counts lines ever delivered; the file
     may have been rewritten since (shorter, or other lines at the cursor): then delivery goes on after the
-    last line of the file whose uuid was delivered (all of it when none was). ``delivered``: the uuids of
+    last line of the file whose uuid was delivered (all of it when none was). ``anchor``: ``[cursor, uuid,
+    back]``, the identity of the last delivered line that has one, ``back`` lines before the cursor's (a
+    two-item anchor: the cursor's own line). ``delivered``: the uuids of
     the lines delivered so far (read only when needed)."""
     p = cursor - offset
+    if not isinstance(anchor, (list, tuple)) or len(anchor) < 2:
+        anchor = None  # none recorded (or not one we wrote)
     if anchor and anchor[0] == cursor:
-        if 0 <= p < len(lines) and line_uuid(lines[p]) == anchor[1]:
+        # [cursor, uuid, back]: the uuid of the line ``back`` lines before the one at the cursor, the last
+        # delivered line that has one (bookkeeping lines such as cost-state have none): the lines after it up
+        # to the cursor must still be lines without one
+        back = anchor[2] if len(anchor) > 2 and type(anchor[2]) is int and anchor[2] >= 0 else 0
+        if (0 <= p < len(lines) and 0 <= p - back and line_uuid(lines[p - back]) == anchor[1]
+                and not any(line_uuid(lines[i]) for i in range(p - back + 1, p + 1))):
             return Located(p, offset, False)
     elif p < len(lines):
         return Located(p, offset, False)  # no identity recorded for this cursor: trust the index
@@ -84,19 +93,20 @@ class Planned:
 
 def plan_update(lines: Sequence[str], position: int, session_id: str, *, max_chars: int | None,
                 offset: int = 0, project: Mapping[str, str] | None = None, private_paths: Sequence[str] = (),
-                budget: Budget | None = None, **extra) -> Planned:
+                budget: Budget | None = None, over_budget: str | None = None, **extra) -> Planned:
     """The next update after the line at ``position``. Over a cap of ``budget``, a summary (counts, no text)
     of every line not yet sent replaces it, under the delivery key of that whole range. ``extra``: more
-    arguments of :func:`~subconscious.transcript.build_update`."""
+    arguments of :func:`~subconscious.transcript.build_update`; ``over_budget``: why it is over a cap
+    already (the reservation was refused: budget.reserve)."""
     kw = dict(index_offset=offset, project=project, private_paths=private_paths, **extra)
     update = build_update(lines, position, session_id, max_chars=max_chars, **kw)
     first, last = position + 1 + offset, update.cursor + offset
-    if update.payload is None or budget is None or not budget.caps.any:
+    if update.payload is None or ((budget is None or not budget.caps.any) and over_budget is None):
         return Planned(update, update.payload, None, first, last)
-    why = over(budget.caps, budget.mine, budget.everyone, len(update.payload))
+    why = over_budget or over(budget.caps, budget.mine, budget.everyone, len(update.payload))
     if why is None:
         return Planned(update, update.payload, None, first, last)
     whole = build_update(lines, position, session_id, max_chars=None, **kw)
     last = whole.cursor + offset
-    return Planned(whole, render_summary(session_id, whole.messages, (first, last), whole.key or "", why), why,
-                   first, last)
+    summary = render_summary(session_id, whole.messages, (first, last), whole.key or "", why, max_chars)
+    return Planned(whole, summary, why, first, last)

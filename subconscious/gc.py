@@ -3,8 +3,8 @@
 
 Order of the steps, and why:
 
-1. sessions still in use here (and those whose entry is newer than the floor) are re-stamped, so that
-   they sit above the new floor before it exists;
+1. sessions still in use (here, or written by any machine within the last minutes: retention.py) and those
+   whose entry is newer than the floor are re-stamped, so that they sit above the new floor before it exists;
 2. the session floor rises (this host's ``hosts/<host>/floor.json``): from now on every version below it,
    wherever it comes from, counts for nothing — the retirement is done, on every machine, as soon as
    the file has synced;
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .state.clock import ZERO, Stamp
+from .state.plan import is_legacy_adoption
 from .state.records import LEGACY_HOST
 from .state.retention import GcPlan, LocalFacts, SessionFacts, plan_gc
 from .state.sessions import session_file_name
@@ -47,12 +48,15 @@ class GcResult:
     touched: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
     local_removed: list[str] = field(default_factory=list)
+    now_ms: int = 0  # this machine's clock when the plan was made
 
     def to_json(self) -> dict:
         p = self.plan
         return {
             "dry_run": self.dry_run,
             "floor": p.floor.encode(),
+            "reference_ms": p.reference_ms,
+            "clock_ahead_ms": max(0, self.now_ms - p.reference_ms) if self.now_ms else 0,
             "retire": [{"session": sid, "why": why} for sid, why in sorted(p.retire.items())],
             "keep": [{"session": sid, "why": why} for sid, why in sorted(p.keep.items())],
             "entries_tombstoned": self.tombstoned if not self.dry_run else sorted(p.entries),
@@ -66,15 +70,21 @@ class GcResult:
 # ---------------------------------------------------------------------------- reading
 
 
-def session_facts(store: Store) -> tuple[Stamp, dict[str, SessionFacts]]:
-    """Every session with files in the home, read under the current floor."""
+def session_facts(store: Store, problems: list | None = None) -> tuple[Stamp, dict[str, SessionFacts]]:
+    """Every session with files in the home, read under the current floor (``problems``: what the reads
+    found is appended to it, for doctor)."""
     files = store.session_files
     names = store.fs.listdir(store.home)
     listings = {h: store.fs.listdir(store.home / "hosts" / h) for h in files._host_dirs()}
     floor = files.floor(listings)
     out: dict[str, SessionFacts] = {}
-    for sid in files.ids(names):
-        state, problems, reads = files._read(sid, names, listings, floor)
+    from .state.session_reading import Listing
+
+    # indexed once: each session's own names are a bisection away (a scan per session was quadratic)
+    root, indexed = Listing(names), {h: Listing(listing) for h, listing in listings.items()}
+    for sid, state, found, reads in files.read_each(files.ids(names), root, indexed, floor):
+        if problems is not None:
+            problems += found
         if state is None:
             if reads["retired"]:
                 out[sid] = SessionFacts(None)  # below the floor already: only its files are left
@@ -85,8 +95,17 @@ def session_facts(store: Store) -> tuple[Stamp, dict[str, SessionFacts]]:
             continue
         ended_at, reason = getattr(state, "ended_at", None), getattr(state, "end_reason", None)
         ended = None if ended_at is None else f"ended {ended_at}" + (f", {reason}" if reason else "")
-        out[sid] = SessionFacts(state.stamp, ended=ended)
+        cursor = state.last_processed_index if isinstance(state.last_processed_index, int) else -1
+        out[sid] = SessionFacts(state.stamp, ended=ended, host=state.host, cursor=cursor)
     return floor, out
+
+
+def newest_of_others(host: str, sessions: dict[str, SessionFacts], snap) -> int | None:
+    """The newest write of any other machine (wall ms of its stamp): a session version it wrote last, or a
+    conversation entry. None when no other machine wrote anything still live."""
+    walls = [f.stamp.wall for f in sessions.values() if f.stamp is not None and f.host not in (None, host, LEGACY_HOST)]
+    walls += [r.stamp.wall for r in snap.live.values() if not r.legacy and r.host not in (host, LEGACY_HOST)]
+    return max(walls, default=None)
 
 
 def _live_claims(path: Path, now_ms: int) -> bool:
@@ -137,7 +156,8 @@ def local_facts(local_root: Path, host: str, now_ms: int) -> dict[str, LocalFact
 
 
 def set_aside(home: Path, now_ms: int) -> dict[str, int]:
-    """backups/<date>/ (dated by its name: the end of that day, UTC) and each file of quarantine/ (its mtime)."""
+    """backups/<date>/ and budget/<date>/ (dated by name: the end of that day, UTC) and each file of quarantine/
+    (its mtime)."""
     out: dict[str, int] = {}
     backups = home / BACKUPS
     if not os.path.islink(backups):
@@ -150,6 +170,17 @@ def set_aside(home: Path, now_ms: int) -> dict[str, int]:
             except (ValueError, OverflowError):
                 continue
             out[f"{BACKUPS}/{name}"] = int((day + 86_400) * 1000)
+    from .budget import BUDGET_DIR
+
+    budgets = home / BUDGET_DIR  # budget/<day>/: each host's daily counts (budget.py), dated by name too
+    if not os.path.islink(budgets):
+        for name in _listdir(budgets):
+            if _DATE_DIR.fullmatch(name):
+                try:
+                    day = calendar.timegm(time.strptime(name, "%Y-%m-%d"))
+                except (ValueError, OverflowError):
+                    continue
+                out[f"{BUDGET_DIR}/{name}"] = int((day + 86_400) * 1000)
     quarantine = home / QUARANTINE
     if not os.path.islink(quarantine):
         for name in _listdir(quarantine):
@@ -168,15 +199,20 @@ def _listdir(path: Path) -> list[str]:
         return []
 
 
-def make_plan(store: Store, local_root: Path, *, age_ms: int, now_ms: int | None = None, snap=None) -> GcPlan:
-    """``snap``: the store's read, when the caller has it already (doctor)."""
+def make_plan(store: Store, local_root: Path, *, age_ms: int, now_ms: int | None = None, snap=None,
+              trust_clock: bool = False, problems: list | None = None) -> GcPlan:
+    """``snap``: the store's read, when the caller has it already (doctor). ``trust_clock``: count ages from
+    this machine's clock even when every other machine's newest write is older (retention.py: the user
+    knows the clock is right and the others idle)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    floor, sessions = session_facts(store)
+    floor, sessions = session_facts(store, problems)
     snap = store.read() if snap is None else snap
-    # an entry nobody stamped yet (upstream's legacy entry) has no known age: the next write stamps it
-    entries = {k: r.stamp for k, r in snap.live.items() if not r.legacy}
+    # an entry nobody stamped yet (upstream's legacy entry), or stamped only as adopted (state/plan.py's
+    # legacy_adopted: older than every write), has no known age: it is retired once it is written again
+    entries = {k: r.stamp for k, r in snap.live.items() if not r.legacy and not is_legacy_adoption(r.stamp)}
     return plan_gc(now_ms=now_ms, age_ms=age_ms, old_floor=floor, sessions=sessions, entries=entries,
-                   local=local_facts(local_root, store.host, now_ms), set_aside=set_aside(store.home, now_ms))
+                   local=local_facts(local_root, store.host, now_ms), set_aside=set_aside(store.home, now_ms),
+                   others_ms=None if trust_clock else newest_of_others(store.host, sessions, snap), host=store.host)
 
 
 # ---------------------------------------------------------------------------- applying
@@ -203,6 +239,7 @@ def _remove_tree(path: Path) -> bool:
 def _remove_local(local_root: Path, sid: str) -> bool:
     gone = False
     for path in (local_root / "sessions" / f"{sid}.json", local_root / "sessions" / f"{sid}.uuids",
+                 local_root / "sessions" / "gave-up" / sid,
                  local_root / "shown" / f"{sid}.json", local_root / "shown" / f"{sid}.lock"):
         try:
             path.unlink()
@@ -215,11 +252,12 @@ def _remove_local(local_root: Path, sid: str) -> bool:
 
 
 def run_gc(store: Store, local_root: Path, *, age_ms: int, dry_run: bool = False,
-           now_ms: int | None = None) -> GcResult:
+           now_ms: int | None = None, trust_clock: bool = False) -> GcResult:
     if not dry_run:
         store.refresh()  # upstream's legacy entries get their first stamp (their age starts now)
-    plan = make_plan(store, local_root, age_ms=age_ms, now_ms=now_ms)
-    result = GcResult(plan, dry_run)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    plan = make_plan(store, local_root, age_ms=age_ms, now_ms=now_ms, trust_clock=trust_clock)
+    result = GcResult(plan, dry_run, now_ms=now_ms)
     if dry_run:
         return result
     files = store.session_files
@@ -228,7 +266,7 @@ def run_gc(store: Store, local_root: Path, *, age_ms: int, dry_run: bool = False
             result.touched.append(sid)
     if plan.floor > files.floor():
         files.raise_floor(plan.floor)
-    result.tombstoned = store.retire_conversations(sorted(plan.entries), plan.floor)
+    result.tombstoned = store.retire_conversations(sorted(plan.entries), plan.floor, plan.cursors)
     unstamped_before = plan.floor.wall / 1000
     for sid in sorted(plan.retire):
         result.removed_files += len(files.remove_retired(sid, plan.floor, unstamped_before))

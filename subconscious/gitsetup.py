@@ -204,7 +204,7 @@ def _update_file(path: Path, rules: list[str]) -> bool:
     if got.status == "missing":
         old = ""
     elif not got.ok:
-        raise GitSetupError(f"{path}: {got.detail}; not changed (add the rules yourself: sync/README.md)")
+        raise GitSetupError(f"{path}: {got.detail}; not changed (add the rules yourself: docs/sync-engines.md)")
     else:
         try:
             old = got.data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads

@@ -122,7 +122,22 @@ def _stderr_logger(exc: Exception):
     return log
 
 
-def run(event_name: str, stdin=None, stdout=None) -> int:
+def _exit_now(stdout) -> None:
+    """End the process now (``os._exit``: no clean-up, the log's handlers flush on every record)."""
+    if hasattr(signal, "SIGALRM"):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # Claude Code closed the pipe: nothing more to tell it
+        pass
+    os._exit(0)
+
+
+def run(event_name: str, stdin=None, stdout=None, fast_exit: bool = False) -> int:
+    """Run one hook; always 0. With ``fast_exit`` (a hook process, not a test calling in), a hook that
+    recorded notes as shown ends the process right after, so a kill cannot land between the record and
+    the exit (the note would be recorded as shown and Claude Code would show nothing)."""
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     try:
@@ -138,7 +153,8 @@ def run(event_name: str, stdin=None, stdout=None) -> int:
 
     def on_deadline(signum, frame):  # pragma: no cover - exercised by the fault tests in a subprocess
         if log:
-            log.warning("hook %s: gave up after %.1f s (deadline) — Claude Code goes on without it", event_name, deadline)
+            log.warning("hook %s: gave up after %.1f s (deadline) — Claude Code goes on without it", event_name, deadline,
+                        extra={"fixed_text": True})
         os._exit(0)
 
     if hasattr(signal, "SIGALRM"):
@@ -159,18 +175,22 @@ def run(event_name: str, stdin=None, stdout=None) -> int:
     try:
         handler = importlib.import_module(module_name).handle
         output = handler(event)
+        # the side jobs come before the output: once a note is recorded as shown the process must end at once,
+        # since Claude Code shows nothing of a hook killed before it exits (a timeout, a cancelled prompt)
+        if event_name in PICKUP_EVENTS:
+            _pickup(event)
+        if event_name in SERVED_CHECK_EVENTS:
+            _ensure_served(event, log)
+        if log:
+            log.debug("hook %s: done in %.0f ms", event_name, (time.monotonic() - event.started) * 1000)
         if output:
             stdout.write(output if output.endswith("\n") else output + "\n")
             stdout.flush()
             written = getattr(output, "written", None)  # what was shown is recorded only once it is out
             if written is not None:
                 written()
-        if log:
-            log.debug("hook %s: done in %.0f ms", event_name, (time.monotonic() - event.started) * 1000)
-        if event_name in PICKUP_EVENTS:
-            _pickup(event)
-        if event_name in SERVED_CHECK_EVENTS:
-            _ensure_served(event, log)
+                if fast_exit:
+                    _exit_now(stdout)
     except Exception as exc:  # noqa: BLE001 - the whole point: log, never raise into Claude Code
         if log and getattr(exc, "quiet", False):
             log.debug("hook %s: skipped: %s", event_name, exc)

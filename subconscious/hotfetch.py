@@ -6,8 +6,8 @@ session file as Stop's shortcut finds it: :func:`subconscious.hotpath._read_shar
 followed below the home), the fetch TTL (PreToolUse only, :func:`subconscious.claims.take_fetch`;
 UserPromptSubmit always fetches), and ONE page of the conversation's messages, newest first (the page
 size of events/pre_tool.py or events/prompt.py, as events/messages.py asks for it) through
-:mod:`subconscious.letta.wire`. When the watermark is in that page (or, none set yet, the page is the whole
-conversation) and nothing newer than it is a note (an
+:mod:`subconscious.letta.wire`. When the watermark is in that page (or, none set yet, the conversation is
+empty) and nothing newer than it is a note (an
 assistant message with text: :func:`subconscious.context_messages.look_back`'s rule), the hook is done:
 it prints nothing and exits 0, having loaded no ``subconscious.state`` module.
 
@@ -130,7 +130,7 @@ def nothing_new_in(page: list, watermark: str | None, limit: int) -> bool:
             return True
         if has_text(m):
             return False
-    return watermark is None and len(page) < limit
+    return watermark is None and not page
 
 
 def settings_usable(env) -> bool:
@@ -174,19 +174,25 @@ def due_marker(pending: str, now: float) -> bool | None:
 
 
 def arm_safety_net(pending: str, sid: str, now: float) -> None:
-    """This session's retry marker due ``SAFETY_NET_SECONDS`` from now, unless one is due sooner
-    (localsession.mark_pending with keep_earlier, as spawn.pickup arms it)."""
+    """This session's retry marker due ``SAFETY_NET_SECONDS`` from now, unless one is due sooner, armed
+    ``now`` (localsession.mark_pending with keep_earlier, as spawn.pickup arms it)."""
     from . import fastjson as json
     from .atomic import atomic_write
 
     path = os.path.join(pending, sid)
     due = now + SAFETY_NET_SECONDS
+    reason = SAFETY_NET_REASON
     try:
-        if os.stat(path).st_mtime <= due:
-            return
+        sooner = os.stat(path).st_mtime
+        if sooner <= due:  # keeps its time; ``armed`` says this turn asked too (localsession.clear_pending)
+            due = sooner
+            with open(path, "rb") as f:
+                reason = str(json.loads(f.read(1 << 16)).get("reason") or reason)
     except FileNotFoundError:
         pass
-    atomic_write(path, json.dumps({"reason": SAFETY_NET_REASON}) + "\n", durable=False)
+    except (OSError, ValueError, AttributeError, RecursionError):
+        pass
+    atomic_write(path, json.dumps({"reason": reason[:500], "armed": now}) + "\n", durable=False)
     os.utime(path, (due, due))
 
 

@@ -12,7 +12,9 @@ case) :mod:`subconscious.hotfetch` finishes them with one request and no store.
 
 Stop is the other hook whose work fits here: once its session has begun on this machine, it records the
 transcript path in the session's machine-local file and starts the detached worker (``os.posix_spawn``:
-no ``subprocess`` import), which reads the transcript itself.
+no ``subprocess`` import), which reads the transcript itself — unless Claude's final answer
+(``last_assistant_message``) is not in the transcript's tail yet (:mod:`subconscious.answer_tail`, the
+rule the full path queues it by): then the full path runs and queues it.
 
 Anything it is not sure about (input that is not a plain JSON object with a valid session id, a setting
 it does not recognise, no claims file, the TTL over) goes to :func:`subconscious.hookrun.run` with the
@@ -167,6 +169,10 @@ def handed_over(raw: bytes, env=os.environ) -> bool:
     view = _read_shared(local["home"], f"session-{sid}.json")
     if not view or not _text(view.get("conversationId")):
         return False  # not readable in the shared home (damaged, moved): the full path sets it aside and begins again
+    from .answer_tail import lagging
+
+    if lagging(path, data.get("last_assistant_message")) is not False:
+        return False  # Claude's final answer is not in the file yet: the full path queues it (a notice)
     cwd = data.get("cwd") if _text(data.get("cwd")) else local.get("cwd")
     _update_local(sessions, sid, {"transcript_path": path, "cwd": cwd, "pending_update": None,
                                   "pending_cursor": None})
@@ -316,8 +322,8 @@ def hook_event(argv: list[str]) -> str | None:
 
 
 def launch(argv: list[str]) -> None:
-    """The entry ``hooks/run`` gives the interpreter (``python -P -c '…launch(sys.argv[2:])' <script> hook
-    <event>``), in place of the console script, whose ``import re`` alone costs a hook ~5 ms: the same as
+    """The entry ``hooks/run`` gives the interpreter (``python -c '…launch(sys.argv[3:])' <version> <script>
+    hook <event>``), in place of the console script, whose ``import re`` alone costs a hook ~5 ms: the same as
     ``subconscious ARGV``, except that a hook the shortcut finished ends with ``os._exit`` once stdout and
     stderr are flushed (nothing else is open then; the interpreter's clean-up is another ~1.5 ms)."""
     event = hook_event(argv)
@@ -336,7 +342,7 @@ def run_hook(event: str, stdin=None, fast_exit: bool = False) -> int:
     if event not in SHORTCUTS:
         from .hookrun import run
 
-        return run(event, stdin=stdin)
+        return run(event, stdin=stdin, fast_exit=fast_exit)
     shortcut, deadline = SHORTCUTS[event]
     _running[:] = [event, deadline]
     stdin = sys.stdin if stdin is None else stdin
@@ -373,4 +379,4 @@ def run_hook(event: str, stdin=None, fast_exit: bool = False) -> int:
 
     from .hookrun import run
 
-    return run(event, stdin=io.BytesIO(raw))
+    return run(event, stdin=io.BytesIO(raw), fast_exit=fast_exit)

@@ -9,8 +9,15 @@
 - ``export_key`` / ``import_key``: the key as one copyable line, checked against its id on import.
 - The ``encryption`` setting (last-writer-wins, shared by every host of the home)::
 
-      {"enabled": true, "keyId": "k…", "kdf": {"name": "scrypt", "salt", "n", "r", "p"} | null,
+      {"enabled": true, "keyId": "k…", "generation": <n>, "kdf": {"name": "scrypt", "salt", "n", "r", "p"} | null,
        "rotation": {"from": "k…", "host": "…", "started": "…"} | null}
+
+- The pin (machine-local, ``<local state dir>/encryption/pin-<home hash>.json``, 0600): what this machine
+  knows of the home's encryption whatever the shared setting says — that it is on, its key and key
+  generation, and the keys retired by rotations. Anyone who can write the synced folder can write the
+  shared setting; :func:`effective_policy` follows it only where it moves forward (a newer generation
+  whose key this machine holds), never where it turns encryption off or names an older key: that
+  takes ``subconscious key disable`` (or ``key init``) on this machine.
 
 Stdlib only (hashlib's scrypt): nothing here imports ``cryptography``.
 """
@@ -25,7 +32,7 @@ import os
 import stat
 import time
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -38,6 +45,10 @@ KEY_FILE_FORMAT = 1
 EXPORT_PREFIX = "subconscious-key-1"
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**17, 8, 1  # ~128 MiB, a few tenths of a second (OWASP's minimum)
 _MIN_N, _MAX_N = 2**10, 2**22
+_MAX_NR, _MAX_WORK = 2**23, 2**25  # scrypt takes 128 * n * r bytes: 1 GiB at most; work 32x the default
+WEAK_N = 2**14  # below this, a guessed passphrase is cheap to try: warned about
+PIN_PREFIX, PIN_FORMAT = "pin-", 1
+MAX_GENERATION = 2**31  # a setting above is damaged: never followed, never pinned (init's +1 stays readable)
 
 
 class KeysError(ValueError):
@@ -84,6 +95,9 @@ class ScryptParams:
         if not ints or not (_MIN_N <= n <= _MAX_N) or n & (n - 1) or not (1 <= r <= 32) or not (1 <= p <= 16):
             raise KeysError(f"scrypt parameters out of range: n must be a power of two in "
                             f"[{_MIN_N}, {_MAX_N}], 1 <= r <= 32, 1 <= p <= 16")
+        if n * r > _MAX_NR or n * r * p > _MAX_WORK:  # the home's setting is anyone's: no 16 GiB from it
+            raise KeysError(f"scrypt parameters too costly: n * r at most {_MAX_NR} (1 GiB of memory) and "
+                            f"n * r * p at most {_MAX_WORK}")
         if len(salt) < 16:
             raise KeysError("scrypt salt must be at least 16 bytes")
         return cls(bytes(salt), n, r, p)
@@ -112,7 +126,7 @@ def normalize_passphrase(passphrase: str) -> bytes:
 def derive_key(passphrase: str, params: ScryptParams) -> Key:
     """The key a passphrase gives under ``params`` (the same on every machine)."""
     secret = hashlib.scrypt(normalize_passphrase(passphrase), salt=params.salt, n=params.n, r=params.r,
-                            p=params.p, maxmem=256 * params.n * params.r * params.p + (1 << 20), dklen=KEY_BYTES)
+                            p=params.p, maxmem=128 * params.r * (params.n + params.p + 2) + (1 << 20), dklen=KEY_BYTES)
     return Key(secret)
 
 
@@ -262,14 +276,28 @@ class Policy:
     kdf: ScryptParams | None = None
     rotation: dict[str, Any] | None = None
     damaged: bool = False
+    generation: int = 0  # 1 for the first key, +1 per rotation; 0: off / never set
+    pinned: str | None = None  # set by effective_policy: why the shared setting was not followed
+
+    def __post_init__(self) -> None:
+        if self.enabled and self.generation < 1:  # a key is at least generation 1
+            object.__setattr__(self, "generation", 1)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "enabled": self.enabled,
             "keyId": self.key_id,
+            "generation": self.generation,
             "kdf": self.kdf.to_json() if self.kdf else None,
             "rotation": self.rotation,
         }
+
+    def reads_with(self, key_id: str | None) -> bool:
+        """May a value sealed under ``key_id`` be read (shown) under this policy? The current key, and
+        during a rotation the key it rotates from; any key when encryption is off."""
+        if not self.enabled:
+            return True
+        return key_id == self.key_id or (bool(self.rotation) and key_id == (self.rotation or {}).get("from"))
 
     @classmethod
     def from_json(cls, value: Any) -> "Policy":
@@ -283,8 +311,11 @@ class Policy:
                 raise KeysError("'keyId' is missing or malformed")
             kdf = ScryptParams.from_json(value["kdf"]) if value.get("kdf") is not None else None
             rotation = value.get("rotation")
+            gen = value.get("generation", 1 if value["enabled"] else 0)
+            if type(gen) is not int or not (0 <= gen < MAX_GENERATION):  # one rotation a second for 68 years
+                raise KeysError(f"'generation' must be an integer in [0, {MAX_GENERATION})")
             return cls(value["enabled"], kid if is_key_id(kid) else None, kdf,
-                       rotation if isinstance(rotation, dict) else None)
+                       rotation if isinstance(rotation, dict) else None, generation=gen)
         except KeysError:
             return cls(enabled=True, damaged=True)
 
@@ -301,3 +332,137 @@ def read_policy(store) -> Policy:
 
 def write_policy(store, policy: Policy) -> None:
     store.put_setting(SETTING, policy.to_json())
+
+
+# --------------------------------------------------------------------------- the local pin
+
+
+@dataclass(frozen=True)
+class Pin:
+    """This machine's record of one home's encryption (never synced)."""
+
+    enabled: bool = False
+    key_id: str | None = None
+    generation: int = 0
+    retired: tuple[str, ...] = ()  # keys this home has rotated away from: never current again here
+    home: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": PIN_FORMAT, "home": self.home, "enabled": self.enabled, "keyId": self.key_id,
+                "generation": self.generation, "retired": list(self.retired)}
+
+
+def home_digest(home: Path) -> str:
+    return hashlib.sha256(os.fsencode(os.path.realpath(home))).hexdigest()[:24]
+
+
+def pin_path(key_dir: Path, home: Path) -> Path:
+    """Beside the key ring: ``<local state dir>/encryption/pin-<hash of the home's real path>.json``."""
+    return Path(key_dir).parent / "encryption" / f"{PIN_PREFIX}{home_digest(home)}.json"
+
+
+def seen_dir(key_dir: Path, home: Path) -> Path:
+    """Where this machine keeps the versions of sealed values it has seen in ``home``, one file a session."""
+    return Path(key_dir).parent / "encryption" / f"seen-{home_digest(home)}"
+
+
+def load_pin(key_dir: Path, home: Path) -> Pin | None:
+    """The pin for ``home``, or None if this machine has none. A damaged pin reads as "on, with no key
+    this machine accepts" only when it cannot be parsed at all: never as "off"."""
+    path = pin_path(key_dir, home)
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return Pin(True, None, 2**53 - 1, (), str(home))
+    try:
+        kid, gen, retired = data.get("keyId"), data.get("generation"), data.get("retired", [])
+        if type(data.get("enabled")) is not bool or type(gen) is not int or not isinstance(retired, list):
+            raise ValueError
+        return Pin(data["enabled"], kid if is_key_id(kid) else None, gen,
+                   tuple(r for r in retired if is_key_id(r)), str(data.get("home", "")))
+    except (AttributeError, ValueError):
+        return Pin(True, None, 2**53 - 1, (), str(home))
+
+
+def save_pin(key_dir: Path, home: Path, pin: Pin) -> Path:
+    path = pin_path(key_dir, home)
+    ensure_dir(path.parent)
+    os.chmod(path.parent, 0o700)
+    pin = Pin(pin.enabled, pin.key_id, pin.generation, tuple(sorted(set(pin.retired))),
+              os.path.realpath(home))
+    atomic_write(path, json.dumps(pin.to_json(), indent=1) + "\n")
+    return path
+
+
+def pin_to(pin: Pin | None, policy: Policy) -> Pin:
+    """The pin after this machine accepted ``policy`` as the home's (its key is held here)."""
+    retired = set(pin.retired if pin else ())
+    if pin is not None and pin.key_id and pin.key_id != policy.key_id:
+        retired.add(pin.key_id)
+    if policy.rotation and is_key_id(policy.rotation.get("from")):
+        retired.add(policy.rotation["from"])
+    if not policy.enabled:
+        return Pin(False, None, max(pin.generation if pin else 0, policy.generation), tuple(retired))
+    retired.discard(policy.key_id or "")
+    return Pin(True, policy.key_id, max(policy.generation, pin.generation if pin else 0), tuple(retired))
+
+
+def effective_policy(shared: Policy, pin: Pin | None, keyring: Mapping[str, Key] | None = None
+                     ) -> tuple[Policy, Pin | None]:
+    """The policy this machine follows, and the pin to record (None: leave it as it is).
+
+    - No pin, or a pin that says off (``key disable`` ran here): the shared setting, pinned as soon as
+      it is on with a key this machine holds.
+    - Pinned on: the shared setting when it names the pinned key, or a newer generation (then the pin
+      moves on and the old key is retired, even when the new key is not here yet: nothing is cached until
+      it is imported, and the old key's holder cannot set it back). Otherwise — off,
+      damaged, an older generation, a retired key, another key of the same generation — the pinned key
+      stays the home's key here, and ``pinned`` says why."""
+    ring = keyring if keyring is not None else {}
+
+    def held(kid: str | None) -> bool:
+        return bool(kid) and ring.get(kid) is not None  # type: ignore[arg-type]
+
+    if pin is not None and shared.rotation and shared.rotation.get("from") in pin.retired:
+        # "rotating from" a key this machine saw retired: a rotation marker put back (by the holder of that
+        # key) would make it readable again; its values are not read here
+        shared = replace(shared, rotation=None)
+    if pin is None or not pin.enabled:
+        retired = set(pin.retired) if pin else set()
+        if shared.enabled and not shared.damaged and shared.key_id in retired:
+            return Policy(True, None, damaged=True, generation=shared.generation,
+                          pinned=f"the home's setting names key {shared.key_id}, which this home rotated away "
+                                 "from; not followed (run `subconscious key init` to choose a key)"), None
+        if shared.enabled and not shared.damaged and held(shared.key_id) and shared.rotation is None:
+            new = pin_to(pin, shared)
+            return shared, (new if new != pin else None)
+        return shared, None
+    if shared.enabled and not shared.damaged and shared.key_id not in pin.retired:
+        if shared.key_id == pin.key_id:
+            if shared.generation >= pin.generation:
+                return shared, None
+        elif shared.generation > pin.generation:
+            if shared.rotation is None:
+                # pinned even when the new key is not here yet (nothing is cached until it is imported):
+                # the old key is retired on this machine, so its holder cannot set it back as the home's
+                return shared, pin_to(pin, shared)
+            if shared.rotation.get("from") != pin.key_id:
+                shared = replace(shared, rotation=None)  # only the pinned key may be rotated from
+            return shared, None
+    if pin.key_id is None:
+        why = ("this machine's record of the home's encryption (in its local state dir, encryption/pin-*.json) "
+               "is damaged, so no key is trusted here; remove that file to follow the home's setting again")
+    elif not shared.enabled and not shared.damaged:
+        why = ("the home's setting turns encryption off, but this machine pinned it on with key "
+               f"{pin.key_id}; values are still sealed here. To turn it off on this machine too, run "
+               "`subconscious key disable` here")
+    elif shared.damaged:
+        why = f"the home's encryption setting cannot be read; this machine keeps its pinned key {pin.key_id}"
+    else:
+        why = (f"the home's setting names key {shared.key_id} (generation {shared.generation}), older than or "
+               f"retired by the key {pin.key_id} (generation {pin.generation}) this machine pinned; not followed. "
+               "If that is really wanted, run `subconscious key disable` and `key init` here")
+    return Policy(True, pin.key_id, shared.kdf if shared.key_id == pin.key_id else None, None,
+                  generation=pin.generation, pinned=why), None

@@ -40,11 +40,15 @@ class LocalSession:
     attempt_after: str | None = None  # the conversation's newest message before it was sent (where to look from)
     attempt_inserts: list[str] | None = None  # keys of the notices (notices.py) that attempt carries
     attempt_skipped: list[str] | None = None  # digests of the answers it leaves out (delivered before)
+    running_since: float | None = None  # when that attempt's run was first found still running (epoch s)
+    stuck_key: str | None = None  # the attempt's key once it was re-delivered for a stuck run (a 2nd: given up)
     reinject: str | None = None  # compact/clear: Claude's context was replaced; what it knew is shown again once
     start_after: str | None = None  # the same for the start message
-    anchor: list | None = None  # [cursor, uuid of the transcript line at the cursor]: line identity
+    anchor: list | None = None  # [cursor, uuid, back]: the last delivered line with a uuid, back lines before
     offset: int = 0  # cursor minus the line's index in the current file (a rewritten, shorter transcript)
     context_window: int | None = None  # the agent's context window in tokens (bounds each update)
+    size_cap: int | None = None  # the server refused an update this long for its size: updates stay shorter
+    size_cap_at: float | None = None  # when (epoch s): the cap lapses SIZE_CAP_TTL later (worker.py)
     last_error: str | None = None  # why the last delivery failed (status)
     failures: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -123,24 +127,61 @@ PENDING = "pending"
 
 def mark_pending(sessions_dir: Path, session_id: str, due: float, reason: str = "", *, keep_earlier: bool = False) -> None:
     """Record that ``session_id`` has a delivery due at ``due`` (epoch seconds). ``keep_earlier``: an existing
-    marker due sooner stays as it is (a safety net must not delay a retry)."""
+    marker due sooner keeps its time (a safety net must not delay a retry). Either way the marker records
+    when it was last asked for (``armed``): a worker that began before that never clears it
+    (:func:`clear_pending`), so a turn armed while the previous turn's worker runs is still picked up."""
+    import time
+
     d = sessions_dir / PENDING
     path = d / check_session_id(session_id)
     try:
-        if keep_earlier and path.stat().st_mtime <= due:
-            return
+        sooner = path.stat().st_mtime
+        if not (keep_earlier and sooner <= due):
+            sooner = None
     except FileNotFoundError:
-        pass
+        sooner = None
     ensure_dir(d)
-    atomic_write(path, json.dumps({"reason": reason[:500]}) + "\n", durable=False)
-    os.utime(path, (due, due))
+    if sooner is not None:
+        reason = pending_reason(sessions_dir, session_id) or reason
+    atomic_write(path, json.dumps({"reason": reason[:500], "armed": time.time()}) + "\n", durable=False)
+    when = sooner if sooner is not None else due
+    os.utime(path, (when, when))
 
 
-def clear_pending(sessions_dir: Path, session_id: str) -> None:
+def clear_pending(sessions_dir: Path, session_id: str, *, armed_before: float | None = None) -> bool:
+    """Drop the session's retry marker; with ``armed_before`` (when the worker began) only one armed
+    before then (what that worker read covers it): a newer one is left for its turn. True when dropped."""
+    path = sessions_dir / PENDING / check_session_id(session_id)
+    if armed_before is None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        return True
+    import time
+
+    aside = path.with_name(".subconscious-tmp-clear-%s-%d-%d" % (session_id[:40], os.getpid(), time.monotonic_ns()))
     try:
-        (sessions_dir / PENDING / check_session_id(session_id)).unlink()
+        os.rename(path, aside)  # taken out of the way: a marker armed from now on is a new file
     except FileNotFoundError:
-        pass
+        return True
+    try:
+        try:
+            armed = json.loads(aside.read_text()).get("armed")
+        except (OSError, ValueError, AttributeError):
+            armed = None
+        if isinstance(armed, (int, float)) and armed >= armed_before:
+            try:
+                os.link(aside, path)  # put back, unless a newer one was armed meanwhile
+            except FileExistsError:
+                pass
+            return False
+        return True
+    finally:
+        try:
+            aside.unlink()
+        except OSError:
+            pass
 
 
 def pending_marks(sessions_dir: Path) -> list[tuple[str, float]]:
@@ -159,6 +200,42 @@ def pending_marks(sessions_dir: Path) -> list[tuple[str, float]]:
     return sorted(out)
 
 
+# ``<sessions>/gave-up/<id>``: deliveries the worker gave up on (a run still stuck after its re-delivery), the
+# newest GAVE_UP_KEPT as a JSON list of {lines, delivery, why, at}: what ``status`` reports.
+
+GAVE_UP = "gave-up"
+GAVE_UP_KEPT = 10
+
+
+def record_gave_up(sessions_dir: Path, session_id: str, lines: list[int], key: str, why: str) -> None:
+    import time
+
+    d = sessions_dir / GAVE_UP
+    ensure_dir(d)
+    path = d / check_session_id(session_id)
+    old = gave_up(sessions_dir).get(session_id, [])
+    entry = {"lines": list(lines), "delivery": key, "why": why[:500], "at": time.time()}
+    atomic_write(path, json.dumps((old + [entry])[-GAVE_UP_KEPT:]) + "\n", durable=False)
+
+
+def gave_up(sessions_dir: Path) -> dict[str, list[dict]]:
+    """{session id: the deliveries given up on, oldest first} of this machine."""
+    out: dict[str, list[dict]] = {}
+    try:
+        with os.scandir(sessions_dir / GAVE_UP) as it:
+            names = sorted(e.name for e in it if not e.name.startswith("."))
+    except OSError:
+        return out
+    for name in names:
+        try:
+            got = json.loads((sessions_dir / GAVE_UP / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(got, list):
+            out[name] = [g for g in got if isinstance(g, dict)]
+    return out
+
+
 def pending_reason(sessions_dir: Path, session_id: str) -> str:
     try:
         return str(json.loads((sessions_dir / PENDING / check_session_id(session_id)).read_text()).get("reason", ""))
@@ -166,12 +243,12 @@ def pending_reason(sessions_dir: Path, session_id: str) -> str:
         return ""
 
 
-LOCAL_DIRS = ("", "sessions", "sessions/pending", "shown", "clocks", "keys", "locks", "payloads", "logs")
+LOCAL_DIRS = ("", "sessions", "sessions/pending", "sessions/gave-up", "shown", "clocks", "keys", "locks", "payloads", "logs")
 
 
 def sweep_local_temps(root, max_age_s: float = 600.0, now: float | None = None) -> int:
     """Delete ``.subconscious-tmp-*`` files older than ``max_age_s`` in the machine-local dirs under ``root``
-    (the state dir): what a writer killed mid-write (a hook at its deadline) left. Cheap (one scandir per
+    (the state dir, and each session's ``sessions/notices/<id>/``): what a writer killed mid-write (a hook at its deadline) left. Cheap (one scandir per
     dir); SessionStart and the worker run it, never the per-tool path. Returns how many went."""
     import time
 
@@ -179,9 +256,16 @@ def sweep_local_temps(root, max_age_s: float = 600.0, now: float | None = None) 
 
     horizon = (time.time() if now is None else now) - max_age_s
     removed = 0
-    for sub in LOCAL_DIRS:
+    dirs = [os.path.join(root, sub) for sub in LOCAL_DIRS]
+    notices_dir = os.path.join(root, "sessions", "notices")  # one dir per session (notices.py)
+    try:
+        with os.scandir(notices_dir) as entries:
+            dirs += [notices_dir] + [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        pass
+    for path in dirs:
         try:
-            with os.scandir(os.path.join(root, sub)) as entries:
+            with os.scandir(path) as entries:
                 for e in entries:
                     try:
                         if (e.name.startswith(TEMP_PREFIX) and e.is_file(follow_symlinks=False)

@@ -37,7 +37,14 @@ class _RedactingFormatter(logging.Formatter):
         self.secrets = secrets
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record), self.secrets)
+        text = super().format(record)
+        try:
+            return redact(text, self.secrets)
+        except ImportError:  # a hook's deadline (SIGALRM) landed inside the first record's import of the rules
+            if getattr(record, "fixed_text", False):  # a constant message (the deadline's): nothing to redact
+                return text
+            return f"{self.formatTime(record)} {record.levelname} [{record.process} {record.name}] (a line withheld: " \
+                   "the redaction rules were still being imported)"
 
 
 _configured: set[Path] = set()

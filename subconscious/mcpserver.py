@@ -10,7 +10,8 @@ Tools:
 
 The SDK (~0.5 s and pydantic to import) is imported only here: the hooks never load this module. Every call
 reads the shared home afresh (``subconscious.see``), so a session started after the server sees its
-memory. Nothing is printed to stdout but the protocol.
+memory. Nothing is printed to stdout but the protocol. Every answer is :func:`subconscious.termtext.clean`
+text: Claude Code shows tool results in the user's terminal, and the agent's text may hold escape sequences.
 """
 
 from __future__ import annotations
@@ -28,18 +29,31 @@ MAX_TOP_K = 50
 
 # --------------------------------------------------------------------------- pure
 
+ECHO_CHARS = 200  # of a query said back in an answer: the model sent it, a 2 MB one need not come back whole
+REASON_CHARS = 1000  # of an error's text (a server's answer may quote the request)
+
+
+def echo(query: str, limit: int = ECHO_CHARS) -> str:
+    """The query as an answer names it: quoted, at most ``limit`` characters of it and how long it was."""
+    if len(query) <= limit:
+        return repr(query)
+    return f"{query[:limit]!r}… ({len(query):,} characters)"
+
+
 def search_text(result: Mapping[str, Any], query: str) -> str:
     """What ``search_memory`` answers, from :func:`subconscious.see.search_memory`'s result."""
     lines = []
     blocks = result.get("blocks") or []
     if blocks:
-        lines.append(f"Memory blocks: {len(blocks)} line{'s' * (len(blocks) != 1)} holding every word of {query!r}")
+        lines.append(f"Memory blocks: {len(blocks)} line{'s' * (len(blocks) != 1)} holding every word of {echo(query)}")
         lines += [f"[{b.get('label')}] {b.get('line')}" for b in blocks]
     else:
-        lines.append(f"Memory blocks: no line holds every word of {query!r}")
+        lines.append(f"Memory blocks: no line holds every word of {echo(query)}")
     archival = result.get("archival")
     if archival is None:
-        lines.append(f"Archival memory: not searched ({result.get('archival_error') or 'not offered by this server'})")
+        why = str(result.get("archival_error") or "not offered by this server")
+        why = why if len(why) <= REASON_CHARS else f"{why[:REASON_CHARS]}… ({len(why):,} characters)"
+        lines.append(f"Archival memory: not searched ({why})")
     elif not archival:
         lines.append("Archival memory: no passages")
     else:
@@ -81,6 +95,7 @@ def build_server(home_factory: Callable[[], Any] | None = None):
     from mcp.types import ToolAnnotations
 
     from . import __version__
+    from .termtext import clean
 
     def new_home():
         if home_factory is not None:
@@ -90,7 +105,9 @@ def build_server(home_factory: Callable[[], Any] | None = None):
         return SeeHome(env=os.environ, cwd=os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
 
     def reason(exc: BaseException) -> str:
-        return str(exc).strip("'\"") or type(exc).__name__
+        text = str(exc).strip("'\"") or type(exc).__name__
+        text = clean(text)
+        return text if len(text) <= REASON_CHARS else f"{text[:REASON_CHARS]}… ({len(text):,} characters)"
 
     server = MCPServer("subconscious", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -105,8 +122,8 @@ def build_server(home_factory: Callable[[], Any] | None = None):
         home = new_home()
         try:
             if not query.strip():
-                return blocks_text(memory(home))
-            return search_text(search(home, query, top_k=max(1, min(int(top_k), MAX_TOP_K))), query)
+                return clean(blocks_text(memory(home)))
+            return clean(search_text(search(home, query, top_k=max(1, min(int(top_k), MAX_TOP_K))), query))
         except LookupError as exc:
             raise ToolError(reason(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the model reads why; a LettaError says what to do
@@ -136,12 +153,54 @@ def build_server(home_factory: Callable[[], Any] | None = None):
         text = ask_text(result)
         if text is None:
             raise ToolError(f"the agent's turn ended without an answer (stop reason {result.get('stop_reason')})")
-        return text
+        return clean(text)
 
     return server
 
 
+STDIN_GRACE_S = 1.0
+
+
+def exit_when_stdin_closes(grace: float = STDIN_GRACE_S) -> bool:
+    """Exit the process ``grace`` seconds after the other end of stdin closes, whatever is in flight.
+
+    Claude Code stops the server by closing its stdin and waiting for it to exit (MCP's stdio shutdown),
+    but the SDK waits for every running call first, and a call can wait on Letta for minutes. A thread
+    polls a duplicate of fd 0 (the SDK moves the original) for the hang-up; a call still running then has
+    nobody to answer, and every state write is atomic (a kill is safe). False where there is no poll()."""
+    import select
+    import threading
+
+    if not hasattr(select, "poll"):
+        return False
+    try:
+        fd = os.dup(0)
+    except OSError:
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLHUP and POLLERR are reported whatever is asked for
+
+    def watch() -> None:
+        import sys
+        import time
+
+        while True:
+            events = poller.poll()
+            if any(ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, ev in events):
+                break
+        time.sleep(grace)  # the SDK's own exit first, when nothing is in flight
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001 - exiting either way
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, name="stdin-hang-up", daemon=True).start()
+    return True
+
+
 def serve_stdio() -> int:
     server = build_server()
+    exit_when_stdin_closes()
     server.run("stdio")
     return 0

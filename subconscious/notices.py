@@ -115,8 +115,9 @@ def _read_lines(path: Any) -> list[str] | None:
 
 
 def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_chars: int,
-            private_paths: Sequence[str] = ()):
-    """(transcript inserts, keys of notices that are moot, answers to leave out {digest: line index})."""
+            private_paths: Sequence[str] = (), files=None, cwd: str | None = None):
+    """(transcript inserts, keys of notices that are moot, answers to leave out {digest: line index}).
+    ``files``/``cwd``: how a subagent's Read and Grep results are checked for private blocks (private_results.py)."""
     from .private import hide_private  # <private> text in an answer or a summary never leaves (private.py)
     from .transcript import Insert, Message, answer_digest, cut, redact, subagent_messages
 
@@ -141,7 +142,7 @@ def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_char
         elif kind == "subagent":
             sub = _read_lines(n.get("path"))
             msgs = subagent_messages(sub or [], str(n.get("agent_type") or ""), str(n.get("agent_id") or ""),
-                                     max_chars=max_chars // 2, private_paths=private_paths)
+                                     max_chars=max_chars // 2, private_paths=private_paths, files=files, cwd=cwd)
             if not msgs:
                 log.info("notices: subagent %s left no transcript to send (%s)", n.get("agent_id"), n.get("path"))
                 moot.append(n["key"])

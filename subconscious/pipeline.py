@@ -84,7 +84,20 @@ def open_session(event: HookEvent) -> SessionContext:
     rt, local = session_runtime(sid, event.env, cwd=event.cwd)  # served mode: Claude Code's env, per request
     if rt.settings.mode == "off":
         raise Skip("LETTA_MODE=off")
-    return SessionContext(event, rt, rt.store(), sid, local)
+    store = rt.store()
+    store.lease_wait_s = lease_budget(event.name)
+    return SessionContext(event, rt, store, sid, local)
+
+
+def lease_budget(event_name: str) -> float:
+    """How long one write of this hook waits for a view lease another holder keeps: an eighth of the hook's
+    deadline, at most :data:`~.state.viewlock.LEASE_WAIT_S` (SessionEnd's 1.2 s left its end record no time:
+    1 s of waiting, then the deadline). A write that does not get it is in this host's files all the same."""
+    from .hookrun import EVENTS
+    from .state.viewlock import LEASE_WAIT_S
+
+    spec = EVENTS.get(event_name)
+    return LEASE_WAIT_S if spec is None else min(LEASE_WAIT_S, spec[1] / 8)
 
 
 def now_iso() -> str:

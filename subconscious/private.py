@@ -23,9 +23,10 @@ import fnmatch
 import os
 import re
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["MARKER", "PATH_NOTE", "hide_private", "private_globs", "is_private_path", "tool_paths",
+__all__ = ["MARKER", "PATH_NOTE", "hide_private", "hide_private_lines", "hide_private_parts", "private_spans",
+           "has_tag", "private_globs", "is_private_path", "tool_paths",
            "private_result", "ENV_PRIVATE_PATHS"]
 
 MARKER = "[private text removed]"
@@ -38,14 +39,14 @@ _PATH_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "
 _LISTING_TOOLS = frozenset({"Grep", "Glob", "LS"})
 
 
-def hide_private(text: str) -> str:
-    """``text`` with every private passage replaced by :data:`MARKER` (see the module docstring).
-    Idempotent; the result holds no private tag."""
+def private_spans(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans of ``text`` that are private (tags included), in order, not overlapping
+    (see the module docstring for the rules)."""
     if "<" not in text:
-        return text
+        return []
     tags = list(_TAG.finditer(text))
     if not tags:
-        return text
+        return []
     # a closing tag without an opening tag before it: everything up to it is private
     depth, start = 0, 0
     for i, m in enumerate(tags):
@@ -56,26 +57,71 @@ def hide_private(text: str) -> str:
                 depth -= 1
         else:
             depth += 1
-    out: list[str] = []
-    at = 0
+    spans: list[tuple[int, int]] = []
     if start:
-        out.append(MARKER)
-        at = tags[start - 1].end()
-    depth = 0
+        spans.append((0, tags[start - 1].end()))
+    depth, opened = 0, 0
     for m in tags[start:]:
         if m.group(1):  # closing (never unmatched here)
             depth -= 1
             if depth == 0:
-                at = m.end()
+                spans.append((opened, m.end()))
         else:
             if depth == 0:
-                out.append(text[at:m.start()])
-                out.append(MARKER)
+                opened = m.start()
             depth += 1
-    if depth == 0:
-        out.append(text[at:])
-    # an unclosed opening tag: hidden to the end (the MARKER is already out)
+    if depth:  # an unclosed opening tag: hidden to the end
+        spans.append((opened, len(text)))
+    return spans
+
+
+def _replace(text: str, spans: Iterable[tuple[int, int]], keep_lines: bool) -> str:
+    out: list[str] = []
+    at = 0
+    for a, b in spans:
+        out += [text[at:a], MARKER]
+        if keep_lines:
+            out.append("\n" * text.count("\n", a, b))
+        at = b
+    out.append(text[at:])
     return "".join(out)
+
+
+def hide_private(text: str) -> str:
+    """``text`` with every private passage replaced by :data:`MARKER` (see the module docstring).
+    Idempotent; the result holds no private tag."""
+    spans = private_spans(text)
+    return _replace(text, spans, False) if spans else text
+
+
+def hide_private_lines(text: str) -> str:
+    """:func:`hide_private` that keeps the line count: a private passage becomes :data:`MARKER` followed by
+    as many line breaks as it held, so line ``N`` of the result is what is left of line ``N`` of ``text``.
+    For a whole file, before any window, match or count is taken from it."""
+    spans = private_spans(text)
+    return _replace(text, spans, True) if spans else text
+
+
+def hide_private_parts(parts: Sequence[str]) -> list[str]:
+    """Hide private text on the joined text of ``parts`` (the content blocks of one message, in order) and
+    give each part back: a passage that opens in one part and closes in a later one is hidden in every part
+    it touches, the middle ones included."""
+    joined = "".join(parts)
+    spans = private_spans(joined)
+    if not spans:
+        return list(parts)
+    out, at = [], 0
+    for part in parts:
+        lo, hi = at, at + len(part)
+        local = [(max(a, lo) - lo, min(b, hi) - lo) for a, b in spans if a < hi and b > lo]
+        out.append(_replace(part, local, False) if local else part)
+        at = hi
+    return out
+
+
+def has_tag(text: str) -> bool:
+    """Whether ``text`` holds a private tag (opening or closing)."""
+    return "<" in text and _TAG.search(text) is not None
 
 
 def private_globs(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
@@ -128,9 +174,11 @@ def _listed_path(line: str) -> str:
     return m.group(1) if m else line.strip()
 
 
-def private_result(tool: str, tool_input: Any, content: str, globs: Iterable[str]) -> str:
+def private_result(tool: str, tool_input: Any, content: str, globs: Iterable[str], note: bool = True) -> str:
     """A tool result as it may leave the machine under ``globs``: a note instead of the result of a call on a
-    private path; a listing without the lines naming private files."""
+    private path; a listing without the lines naming private files (with ``note``, a line saying how many
+    went; the agent's own tools pass ``note=False``: they never searched those files, and a count of what
+    was left out would tell it what it may not see)."""
     globs = tuple(globs)
     if not globs:
         return content
@@ -141,5 +189,5 @@ def private_result(tool: str, tool_input: Any, content: str, globs: Iterable[str
         lines = content.split("\n")
         kept = [ln for ln in lines if not (ln.strip() and is_private_path(_listed_path(ln.strip()), globs))]
         if len(kept) != len(lines):
-            return "\n".join(kept + [LINES_NOTE % (len(lines) - len(kept))])
+            return "\n".join(kept + ([LINES_NOTE % (len(lines) - len(kept))] if note else []))
     return content

@@ -33,11 +33,14 @@ TOKEN_HEADER = "X-Subconscious-Token"
 TOKEN_VAR = "SUBCONSCIOUS_SERVE_TOKEN"
 ENV_HEADER = "X-Subconscious-Env-"  # + a variable name: Claude Code's value of it, for the server
 # What a command hook would read from Claude Code's environment, passed to the server in headers (an http hook
-# gets no process environment); the server uses its own value where Claude Code has none. Not LETTA_API_KEY:
-# whatever listens on the port gets the headers (another user's process, while ours is down), so the key stays
-# in the server's own environment (the one SessionStart starts it with is Claude Code's).
-FORWARDED_VARS = ("LETTA_MODE", "LETTA_HOME", "LETTA_BASE_URL", "LETTA_AGENT_ID", "LETTA_SDK_TOOLS",
+# gets no process environment); the server uses its own value where Claude Code has none. Nothing that decides
+# where the API key goes: not LETTA_API_KEY, and not LETTA_BASE_URL — a request (from anyone who has the token)
+# naming the Letta server would have the server send `Authorization: Bearer <key>` there. The key and the URL
+# both stay in the server's own environment (the one SessionStart starts it with is Claude Code's).
+FORWARDED_VARS = ("LETTA_MODE", "LETTA_HOME", "LETTA_AGENT_ID", "LETTA_SDK_TOOLS",
                   "SUBCONSCIOUS_FETCH_TTL", "SUBCONSCIOUS_HOST", "SUBCONSCIOUS_STATE_DIR")
+# Never taken from a request, whatever an older settings file still sends.
+NOT_FORWARDED = ("LETTA_API_KEY", "LETTA_BASE_URL")
 
 
 class SettingsError(ValueError):
@@ -134,11 +137,18 @@ def plugin_hooks(hooks_json_text: str, plugin_root: str | None = None) -> dict[s
 # line `from subconscious.cli import main` below it) with the hook entry, skipping the script's own
 # `import re` (~5 ms a hook); any other script runs as it is. The
 # comment at the end names the command for is_ours (and for a reader of the file).
-# HOOK_ENTRY is the program both give that python (`python -P -c HOOK_ENTRY <script> hook <event>`): an install
+# HOOK_ENTRY is the program both give that python (`python -c HOOK_ENTRY <version> <script> hook <event>`): an install
 # without the entry runs its script instead. hooks/run spells it out too (tests/unit/test_launcher_entry.py
 # checks the two are the same).
-HOOK_ENTRY = ("import sys\ntry:\n    from subconscious.hotpath import launch\nexcept ImportError:\n    import os\n"
-              "    os.execv(sys.argv[1], sys.argv[1:])\nlaunch(sys.argv[2:])")
+# Its first argument is the Python the install was made with ("3.11", empty: any): another one, or a package that no
+# longer imports (a Python upgraded under its venv), ends it with 87 or 86 before it reads or prints anything. The
+# current directory leaves sys.path first, as -P would do (not -P itself: a Python older than 3.11 under the venv
+# would stop at the option, on stderr, instead of at the version check).
+HOOK_ENTRY = ('import sys\nif sys.path[:1] == [""]:\n    del sys.path[0]\n'
+              'if sys.argv[1] and sys.argv[1] != "%d.%d%s" % (sys.version_info[0], sys.version_info[1], '
+              'getattr(sys, "abiflags", "")):\n    sys.exit(87)\ntry:\n    import subconscious\nexcept BaseException:\n'
+              '    sys.exit(86)\ntry:\n    from subconscious.hotpath import launch\nexcept ImportError:\n    import os\n'
+              '    os.execv(sys.argv[2], sys.argv[2:])\nlaunch(sys.argv[3:])')
 SETTINGS_COMMAND = (
     "s=$(command -v subconscious 2>/dev/null) || s=; "
     "if [ -z \"$s\" ] && [ -x \"$HOME/.local/bin/subconscious\" ]; then s=$HOME/.local/bin/subconscious; fi; "
@@ -148,7 +158,7 @@ SETTINGS_COMMAND = (
     "then m=1; break; fi; i=$((i + 1)); done; }} <\"$s\" 2>/dev/null; [ -n \"$m\" ] || p=; "
     "case $p in '#!/'*) p=${{p#??}} ;; *) p= ;; esac; "
     "case $p in *' '* | *'\t'*) p= ;; esac; case ${{p##*/}} in python*) ;; *) p= ;; esac; "
-    "if [ -n \"$p\" ] && [ -x \"$p\" ]; then \"$p\" -P -c '" + HOOK_ENTRY + "' "
+    "if [ -n \"$p\" ] && [ -x \"$p\" ]; then \"$p\" -c '" + HOOK_ENTRY + "' '' "
     "\"$s\" hook {event} || exit 1; else \"$s\" hook {event} || exit 1; fi; exit 0  # subconscious hook {event}")
 _LAUNCHER_EVENT = re.compile(r"[a-z][a-z-]*")
 

@@ -21,10 +21,13 @@ The cursor
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .delivery_keys import answer_digest, delivery_key, lines_marker
+from .private import hide_private_parts
+from .private_results import Reader
 from .redact import REDACTED, find_secrets, redact  # re-exported: applied to every transcript text
 from .start_message import session_start_message
 from .transcript_lines import (
@@ -50,7 +53,9 @@ from .update_xml import (
     UPDATE_INSTRUCTIONS,
     Message,
     cut,
+    fit_messages,
     format_entries,
+    message_size,
     project_element,
     render_update,
     tool_summary,
@@ -59,13 +64,19 @@ from .update_xml import (
 
 __all__ = [
     "UserText", "AssistantText", "Thinking", "ToolUse", "ToolResult", "Summary", "Entry",
-    "ParsedLine", "Message", "Update", "Insert", "answer_digest", "subagent_messages", "complete_lines", "parse_line", "tool_summary",
+    "ParsedLine", "Message", "Update", "BoundTooSmall", "Insert", "answer_digest", "subagent_messages", "complete_lines", "parse_line", "tool_summary",
     "format_entries", "render_update", "build_update", "session_update", "session_start_message",
     "xml_escape", "cut", "redact", "find_secrets",
     "RESULT_CUT", "THINKING_CUT", "COMMAND_CUT", "INPUT_JSON_CUT", "REDACTED",
 ]
 
-MESSAGE_CUT_FLOOR = 2000  # with max_chars, a single message longer than max(max_chars, this) is cut
+MESSAGE_CUT_FLOOR = 2000  # a subagent's message longer than max(its share, this) is cut
+MIN_ROOM = 200  # characters an update holds for its messages besides its envelope: a smaller bound is refused
+
+
+class BoundTooSmall(ValueError):
+    """``max_chars`` cannot hold an update: its envelope (instructions, session id, project, line numbers, key)
+    and MIN_ROOM characters of text do not fit. Refused rather than exceeded: the bound is a bound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +114,8 @@ class Insert:
 
 def subagent_messages(lines: Sequence[str], agent_type: str, agent_id: str = "", *,
                       max_chars: int | None = None, redact_secrets: bool = True,
-                      private_paths: Sequence[str] = ()) -> tuple[Message, ...]:
+                      private_paths: Sequence[str] = (), files: Reader | None = None,
+                      cwd: str | None = None) -> tuple[Message, ...]:
     """A subagent's transcript (``agent_transcript_path``: its task, tool calls, results and report) as
     messages of role ``subagent`` labelled with its type; bounded by ``max_chars`` (the rest is named, not
     sent). Empty when it holds nothing to send."""
@@ -111,8 +123,7 @@ def subagent_messages(lines: Sequence[str], agent_type: str, agent_id: str = "",
     inputs: dict[str, Any] = {}
     out: list[Message] = []
     size, left = 0, 0
-    for line in lines:
-        p = parse_line(line, sidechain=True)
+    for idx, p in _joint_private(lines, -1, [(i, parse_line(ln, sidechain=True)) for i, ln in enumerate(lines)]):
         if p.status != "entries":
             continue
         for e in p.entries:
@@ -120,7 +131,7 @@ def subagent_messages(lines: Sequence[str], agent_type: str, agent_id: str = "",
                 names[e.id] = e.name
                 inputs[e.id] = e.input
         entries = tuple(Summary(e.text) if isinstance(e, UserText) and not out else e for e in p.entries)
-        for m in format_entries(entries, names, redact_secrets, private_paths, inputs):
+        for m in format_entries(entries, names, redact_secrets, private_paths, inputs, files, cwd):
             if max_chars is not None and size >= max_chars:
                 left += 1
                 continue
@@ -159,6 +170,56 @@ def _tool_names(lines: Sequence[str], upto: int, wanted: set[str], known: dict[s
     return names
 
 
+LOOK_BACK = 200  # lines before the cursor searched for earlier blocks of an answer the cursor cut
+
+
+def _message_id(line: str) -> str | None:
+    """The ``message.id`` of an assistant line (every content block of one answer has its own line)."""
+    if '"assistant"' not in line:
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    msg = obj.get("message") if isinstance(obj, dict) and obj.get("type") == "assistant" else None
+    mid = msg.get("id") if isinstance(msg, dict) else None
+    return mid if isinstance(mid, str) and mid else None
+
+
+def _joint_private(lines: Sequence[str], cursor: int,
+                   parsed: list[tuple[int, ParsedLine]]) -> list[tuple[int, ParsedLine]]:
+    """``parsed`` with the text blocks of each answer made private-free on the answer's joined text: a
+    private passage that opens in one block and closes two blocks later hides the middle one too."""
+    groups: dict[str, list[tuple[int, int]]] = {}  # message id -> (index in parsed, index in entries)
+    for k, (idx, p) in enumerate(parsed):
+        if any(isinstance(e, AssistantText) for e in p.entries) and (mid := _message_id(lines[idx])):
+            groups.setdefault(mid, []).extend((k, j) for j, e in enumerate(p.entries) if isinstance(e, AssistantText))
+    if not groups:
+        return parsed
+    before: dict[str, list[str]] = {}
+    for idx in range(max(cursor, -1), max(cursor - LOOK_BACK, -1), -1):
+        line = lines[idx] if idx >= 0 else ""
+        mid = next((m for m in groups if m in line), None) if line else None
+        if mid is not None and _message_id(line) == mid:
+            texts = [e.text for e in parse_line(line).entries if isinstance(e, AssistantText)]
+            before[mid] = texts + before.get(mid, [])
+    out = [(idx, p) for idx, p in parsed]
+    for mid, where in groups.items():
+        earlier = before.get(mid, [])
+        texts = earlier + [parsed[k][1].entries[j].text for k, j in where]
+        if len(texts) < 2:
+            continue
+        hidden = hide_private_parts(texts)[len(earlier):]
+        changed: dict[int, dict[int, str]] = {}
+        for (k, j), text in zip(where, hidden):
+            changed.setdefault(k, {})[j] = text
+        for k, new in changed.items():  # once per line (a line of 20,000 blocks was quadratic)
+            idx, p = out[k]
+            entries = [AssistantText(new[j]) if j in new else e for j, e in enumerate(p.entries)]
+            out[k] = (idx, ParsedLine(p.status, tuple(entries), p.error))
+    return out
+
+
 def _content_before(lines: Sequence[str], idx: int) -> bool:
     """Whether a line before ``idx`` has content (a compaction summary after such a line summarises lines that
     were, or will be, delivered themselves)."""
@@ -173,7 +234,8 @@ def _content_before(lines: Sequence[str], idx: int) -> bool:
 def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
                  max_chars: int | None = None, redact_secrets: bool = True, index_offset: int = 0,
                  project: Mapping[str, str] | None = None, private_paths: Sequence[str] = (),
-                 inserts: Sequence[Insert] = (), skip_answers: Mapping[str, int] | None = None) -> Update:
+                 inserts: Sequence[Insert] = (), skip_answers: Mapping[str, int] | None = None,
+                 files: Reader | None = None, cwd: str | None = None) -> Update:
     """Format ``lines[cursor + 1:]`` as one ``<claude_code_session_update>``.
 
     With ``max_chars``, stop after the line whose messages push the transcript past that many
@@ -187,6 +249,9 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
     last line, unless ``max_chars`` stopped early); with inserts, a payload may hold no line at all
     (``first`` = ``last`` + 1 in its marker). ``skip_answers`` maps :func:`answer_digest` s of answers already
     delivered to the line index from which each may appear: the first such answer line is left out.
+    ``files`` / ``cwd``: how Claude Code's Read and Grep results are checked against their files for private
+    blocks (:func:`~subconscious.update_xml.format_entries`). The text blocks of one answer (its lines with the
+    same message id, those before the cursor included) are made private-free together.
     A cursor past the end is returned as it is (the worker checks line identity first: delivery_cursor.py).
     """
     cursor = max(cursor, -1)
@@ -209,34 +274,63 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
                 wanted.add(e.tool_use_id)
         used.update(e.id for e in p.entries if isinstance(e, ToolUse))
         parsed.append((idx, p))
+    parsed = _joint_private(lines, cursor, parsed)
     inputs: dict[str, Any] = {}
-    names = _tool_names(lines, cursor, wanted, {}, inputs if private_paths else None)
+    names = _tool_names(lines, cursor, wanted, {}, inputs)
     messages: list[Message] = []
-    size, new_cursor, more = 0, max(len(lines) - 1, cursor), False
+    new_cursor, more = max(len(lines) - 1, cursor), False
     inserted: list[str] = []
     skip = dict(skip_answers or {})
     skipped: list[str] = []
+    # the bound holds for the update's whole text: what the envelope takes (its longest line numbers) first
+    room = None
+    if max_chars is not None:
+        envelope = len(render_update(session_id, (), (cursor + 1 + index_offset, len(lines) + index_offset + 1),
+                                     "k" * 20, project))
+        if max_chars - envelope < MIN_ROOM:
+            raise BoundTooSmall(
+                f"an update may hold at most {max_chars} characters, but this session's update needs {envelope} "
+                f"for its envelope (instructions, session id, project, line numbers, delivery key) and {MIN_ROOM} "
+                f"for text: nothing can be sent within that bound; raise it to at least {envelope + MIN_ROOM} "
+                "(SUBCONSCIOUS_DAILY_CHARS / SUBCONSCIOUS_DAILY_CHARS_TOTAL, if set, bound one update too)")
+        room = max_chars - envelope
+    used = 0
 
-    def place(before: float) -> int:
-        added = 0
+    def take(msgs: Sequence[Message]) -> bool:
+        """Add one unit (a line's messages, an insert) if it fits the room left; the first unit of an update is
+        cut to fit instead (with a visible marker). False: it does not fit; the update ends before it."""
+        nonlocal used
+        if room is None:
+            messages.extend(msgs)
+            return True
+        size = sum(message_size(m) for m in msgs)
+        if used + size > room:
+            if messages:
+                return False
+            msgs = fit_messages(msgs, room - used)
+            size = sum(message_size(m) for m in msgs)
+        messages.extend(msgs)
+        used += size
+        return True
+
+    def place(before: float) -> bool:
         while queue and queue[0].at <= before:
-            ins = queue.pop(0)
-            inserted.append(ins.key)
-            messages.extend(ins.messages)
-            added += sum(len(m.text) for m in ins.messages)
-        return added
+            if not take(queue[0].messages):
+                return False
+            inserted.append(queue.pop(0).key)
+        return True
 
     for idx, p in parsed:
-        if max_chars is not None and messages and size >= max_chars:
+        if not place(idx):
             new_cursor, more = idx - 1, True
             break
-        size += place(idx)
+        left_out = []
         if skip and any(isinstance(e, AssistantText) for e in p.entries):
             kept = []
             for e in p.entries:
                 d = answer_digest(e.text) if isinstance(e, AssistantText) else None
                 if d is not None and d in skip and idx >= skip[d]:
-                    skipped.append(d)
+                    left_out.append(d)
                     del skip[d]
                     continue
                 kept.append(e)
@@ -245,15 +339,14 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
             if isinstance(e, ToolUse):
                 names[e.id] = e.name
                 inputs[e.id] = e.input
-        for m in format_entries(p.entries, names, redact_secrets, private_paths, inputs):
-            if max_chars is not None and len(m.text) > max(max_chars, MESSAGE_CUT_FLOOR):
-                m = Message(m.role, cut(m.text, max(max_chars, MESSAGE_CUT_FLOOR)))
-            messages.append(m)
-            size += len(m.text)
+        if not take(format_entries(p.entries, names, redact_secrets, private_paths, inputs, files, cwd)):
+            new_cursor, more = idx - 1, True
+            break
+        skipped.extend(left_out)
     if more:
         invalid = [i for i in invalid if i <= new_cursor]
-    else:
-        place(float("inf"))
+    elif not place(float("inf")):
+        more = True  # inserts after the last line left for the next update
     if not messages:
         return Update(None, new_cursor, (), tuple(invalid), more, skipped=tuple(skipped))
     first, last = cursor + 1 + index_offset, new_cursor + index_offset

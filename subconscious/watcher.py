@@ -9,6 +9,15 @@ Once a second (an Event wait, no busy loop) it checks that the watched directori
 ones it watches: a directory that disappeared (an unmounted drive, a sync engine re-creating the
 folder) is dropped, and watched again with a fresh fold when it comes back. A periodic rescan
 (``interval``) catches anything the OS did not report.
+
+With ``rebuild_views`` (``watch --rebuild-views``) it also keeps this machine's views --
+``conversations.json`` and the ``session-<id>.json`` files upstream reads -- up to date with the host
+shards: for a sync engine whose filter keeps the views out of the sync (rclone bisync 1.60-1.65
+renames *both* versions of a file two machines rewrote, so two rebuilt views ping-pong forever; see
+docs/sync-rclone.md), each machine writes its own views from the shards that arrive. Whenever a shard
+or a view changed (size, mtime or inode), the views it feeds are rewritten through the store
+(``refresh``, ``fold_session``), which writes nothing when the bytes would not change: its own writes
+wake it once more and find nothing to do.
 """
 
 from __future__ import annotations
@@ -27,6 +36,57 @@ from .state.conflicts import ConflictCopy, classify, is_temporary
 HOSTS = "hosts"
 
 Candidate = tuple[str, str, int, int]  # (dir, name, size, mtime_ns)
+Signature = dict[str, tuple[int, int, int]]  # relative path -> (size, mtime_ns, inode)
+VIEW = "conversations.json"
+SESSION_PREFIX, SESSION_SUFFIX = "session-", ".json"
+
+
+def _sid(name: str) -> str | None:
+    if name.startswith(SESSION_PREFIX) and name.endswith(SESSION_SUFFIX) and len(name) > len(SESSION_PREFIX + SESSION_SUFFIX):
+        return name[len(SESSION_PREFIX):-len(SESSION_SUFFIX)]
+    return None
+
+
+def view_sources(home: Path) -> Signature:
+    """The stat of every file a view is made from or is: ``conversations.json``, the root session files,
+    ``hosts/<host>.json`` and ``hosts/<host>/session-<id>.json`` (temp files and copies left out)."""
+    out: Signature = {}
+
+    def add(directory: Path, prefix: str, names) -> None:
+        for name in names:
+            if is_temporary(name) is not None:
+                continue
+            try:
+                st = os.lstat(directory / name)
+            except OSError:
+                continue
+            if not os.path.isfile(directory / name) or os.path.islink(directory / name):
+                continue
+            out[prefix + name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+
+    names = copies.listdir(home)
+    add(home, "", [n for n in names if n == VIEW or _sid(n) is not None])
+    hosts = home / HOSTS
+    for name in copies.listdir(hosts):
+        if name.endswith(".json"):
+            add(hosts, f"{HOSTS}/", [name])
+        elif not name.startswith("."):
+            sub = hosts / name
+            if os.path.isdir(sub) and not os.path.islink(sub):
+                add(sub, f"{HOSTS}/{name}/", [n for n in copies.listdir(sub) if _sid(n) is not None])
+    return out
+
+
+def changed_views(before: Signature | None, after: Signature) -> tuple[bool, list[str]]:
+    """What to rewrite after the view sources went from ``before`` (None: never looked) to ``after``:
+    (conversations.json?, session ids). A pure function of the two signatures."""
+    if before is None:
+        sids = {s for p in after if (s := _sid(p.rsplit("/", 1)[-1])) is not None}
+        return True, sorted(sids)
+    paths = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    view = any(p == VIEW or (p.startswith(f"{HOSTS}/") and p.count("/") == 1) for p in paths)
+    sids = {s for p in paths if (s := _sid(p.rsplit("/", 1)[-1])) is not None and p != VIEW}
+    return view, sorted(sids)
 
 
 def candidates(home: Path) -> frozenset[Candidate]:
@@ -40,7 +100,16 @@ def candidates(home: Path) -> frozenset[Candidate]:
         if isinstance(c, ConflictCopy):
             found.append(name)
     host_names = copies.listdir(home / HOSTS)
-    for directory, names_here in ((home, found), (home / HOSTS, [c.name for c in copies.find(host_names, "hosts")])):
+    dirs = [(home, found), (home / HOSTS, [c.name for c in copies.find(host_names, "hosts")])]
+    for name in host_names:  # hosts/<host>/: copies of a host's own session files
+        sub = home / HOSTS / name
+        if not name.endswith(".json") and not name.startswith(".") and sub.is_dir() and not sub.is_symlink():
+            here = copies.listdir(sub)
+            names_here = [c.name for c in copies.find(here, "root")]
+            names_here += [n for n in copies.ambiguous_copies(here)
+                           if isinstance(classify(n, frozenset(here), where="root", include_ambiguous=True), ConflictCopy)]
+            dirs.append((sub, names_here))
+    for directory, names_here in dirs:
         for name in names_here:
             try:
                 st = os.lstat(directory / name)
@@ -60,6 +129,8 @@ class Watcher:
     recheck: float = 1.0
     say: Callable[[str], None] = print
     gc: Callable[[], object] | None = None  # the daily gc (subconscious.gc.daily); asked once per interval
+    rebuild_views: bool = False  # keep this machine's views up to date with the shards (see the docstring)
+    rebuilt: int = 0  # views rewritten (or found already up to date) after their sources changed
     stop: threading.Event = field(default_factory=threading.Event)
     folds: int = 0
     _wake: threading.Event = field(default_factory=threading.Event)
@@ -67,6 +138,7 @@ class Watcher:
     _tried: frozenset = frozenset()
     _observer: object = None
     _watching: dict = field(default_factory=dict)  # path -> (st_dev, st_ino)
+    _sources: Signature | None = None  # the view sources as of the last rebuild
 
     @property
     def home(self) -> Path:
@@ -106,7 +178,9 @@ class Watcher:
         live = {}
         for path, ident in targets.items():
             try:
-                observer.schedule(Handler(), path, recursive=False)
+                # hosts/<host>/ holds the session shards (and a sync engine's copies of them)
+                deep = path == str(self.home / HOSTS)
+                observer.schedule(Handler(), path, recursive=deep)
                 live[path] = ident
             except OSError as exc:  # vanished between the stat and the watch
                 self.log.info("watch: cannot watch %s yet: %s", path, exc)
@@ -170,6 +244,36 @@ class Watcher:
             self.say(f"folded {len(moved)} conflict cop{'y' if len(moved) == 1 else 'ies'} in {ms:.0f} ms: {', '.join(moved)}")
         return len(moved)
 
+    def rebuild_views_if_needed(self) -> int:
+        """With ``rebuild_views``: rewrite the views whose sources changed since the last look; returns
+        how many were looked at (0: nothing changed)."""
+        if not self.rebuild_views:
+            return 0
+        sources = view_sources(self.home)
+        view, sids = changed_views(self._sources, sources)
+        if not view and not sids:
+            return 0
+        from .state.ids import is_session_id
+
+        try:
+            if view:
+                self.store.refresh()  # type: ignore[attr-defined]
+            for sid in sids:
+                if is_session_id(sid):
+                    self.store.fold_session(sid)  # type: ignore[attr-defined]
+        except Exception as exc:  # lock timeout, disk full, a directory vanishing: the next change retries
+            self.log.warning("watch: rebuilding the views failed (%s: %s); will retry", type(exc).__name__, exc)
+            self.say(f"rebuilding the views failed ({type(exc).__name__}: {exc}); will retry")
+            return 0
+        # the sources as they were before our writes: our own writes are seen as one more change, and
+        # find nothing to do; a change that landed during the rebuild is not skipped
+        self._sources = sources
+        done = int(view) + len(sids)
+        self.rebuilt += done
+        self.log.info("watch: views rebuilt from changed sources (%s%d session file(s))",
+                      "conversations.json, " if view else "", len(sids))
+        return done
+
     def gc_if_due(self) -> None:
         if self.gc is None:
             return
@@ -193,6 +297,7 @@ class Watcher:
         if str(self.home) not in self._watching:
             self.say(f"waiting for {self.home} to appear")
         self.fold_if_needed(force=True)
+        self.rebuild_views_if_needed()
         self.gc_if_due()
         self.say(f"watching {self.home} (host {getattr(self.store, 'host', '?')}); stop with Ctrl-C or SIGTERM")
         last_scan = time.monotonic()
@@ -215,8 +320,10 @@ class Watcher:
                     if self.stop.is_set():
                         break
                     self.fold_if_needed()
+                    self.rebuild_views_if_needed()
                 elif time.monotonic() - last_scan >= self.interval:
                     self.fold_if_needed()
+                    self.rebuild_views_if_needed()
                     self.gc_if_due()
                     last_scan = time.monotonic()
         finally:

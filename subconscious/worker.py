@@ -29,6 +29,7 @@ Sending and settling a turn is in :mod:`.delivery_turns`, the transcript and the
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from .delivery_cursor import _advance, _delivered_uuids, _max_chars, _position, 
 from .delivery_turns import (
     _MARK,
     CONFLICT_RETRIES,
+    GaveUp,
     Pending,
     _judge,
     _key_matcher,
@@ -65,6 +67,8 @@ class Delivery:
     started: bool = False  # start message delivered
     error: str | None = None
     more: bool = False  # stopped after MAX_ROUNDS with lines left
+    deferred_until: float | None = None  # over the daily budget (defer): tried again then (epoch s)
+    gone: str | None = None  # why there is nothing this session could ever deliver (its marker is dropped)
 
 
 def backoff(failures: int) -> float:
@@ -80,6 +84,7 @@ def deliver(rt: Runtime, session_id: str, *, lock_timeout: float = 300.0, client
     the update bound instead of the one from the agent's context window."""
     result = Delivery(session_id)
     sessions_dir = rt.local.root / "sessions"
+    began = time.time()  # a retry marker armed after this is a turn this worker may not have read
     try:
         with host_lock(rt.local.locks, f"{rt.host.id}.deliver.{session_id}", timeout=lock_timeout):
             if client is not None:
@@ -99,16 +104,52 @@ def deliver(rt: Runtime, session_id: str, *, lock_timeout: float = 300.0, client
         result.error = f"{type(exc).__name__}: {exc}"
         log.warning("worker %s: delivery failed, kept and retried later: %s", session_id, result.error[:500])
     try:
-        if result.error is not None:
+        if result.gone is not None:
+            log.warning("worker %s: nothing to deliver, ever: %s; its retry marker is dropped", session_id,
+                        result.gone)
+            localsession.clear_pending(sessions_dir, session_id, armed_before=began)
+        elif result.deferred_until is not None:
+            _mark(sessions_dir, session_id, result.deferred_until, "daily budget reached: deferred to the next UTC day")
+        elif result.error is not None:
             local = localsession.load(sessions_dir, session_id)
             _mark(sessions_dir, session_id, time.time() + backoff(max(1, local.failures)), result.error)
         elif result.more:
             _mark(sessions_dir, session_id, time.time(), "more lines to deliver")
-        else:
-            localsession.clear_pending(sessions_dir, session_id)
+        elif not localsession.clear_pending(sessions_dir, session_id, armed_before=began):
+            log.info("worker %s: a newer turn armed its retry marker meanwhile: kept", session_id)
     except OSError as exc:
         log.warning("worker %s: could not record the retry (%s)", session_id, exc)
     return result
+
+
+MIN_SIZE_CAP = 2_000  # an update refused for its size is cut by half each time, down to this
+# a daily character cap bounds one update, never below this: a smaller update cannot hold its envelope and
+# text (transcript.BoundTooSmall); over a cap that small the backlog goes as the budget's summary instead
+BUDGET_BOUND_FLOOR = 2_000
+SIZE_CAP_TTL = 24 * 3600  # seconds a cap set by a refusal holds; then the full bound is tried again (once a day)
+_SIZE_WORDS = re.compile(r"too (?:long|large|big)|size|length|context|exceed|limit", re.I)
+
+
+def size_refusal(exc: Exception, sent: int) -> int | None:
+    """The shorter bound to plan with when the server refused a message of ``sent`` characters for its size
+    (HTTP 413, or a 400/422 whose text says so); None for any other failure, or when it is short already."""
+    status = getattr(exc, "status", None)
+    if status != 413 and not (status in (400, 422) and _SIZE_WORDS.search(str(exc))):
+        return None
+    if sent <= MIN_SIZE_CAP:
+        return None
+    return max(MIN_SIZE_CAP, sent // 2)
+
+
+def _give_up(sessions_dir: Path, session_id: str, first: int, last: int, key: str, why: str) -> None:
+    """Lines whose run is still stuck after their re-delivery: said in the log and in ``status``; delivery
+    goes on after them (their message is stored in the conversation, the agent never finished its turn)."""
+    log.warning("worker %s: gave up on lines %d-%d (delivery %s): %s; they stay in the conversation as "
+                "stored, and delivery goes on after them", session_id, first, last, key, why)
+    try:
+        localsession.record_gave_up(sessions_dir, session_id, [first, last], key, why)
+    except OSError as exc:
+        log.warning("worker %s: could not record the give-up (%s)", session_id, exc)
 
 
 def _mark(sessions_dir: Path, session_id: str, due: float, reason: str) -> None:
@@ -129,6 +170,15 @@ def _project(rt: Runtime, local) -> dict[str, str]:
         return {}
 
 
+def _files(local) -> dict:
+    """How the update checks Claude Code's Read and Grep results against their files for private blocks: a
+    reader of the session's project directory (private_results.py) and the directory Claude Code ran in."""
+    from .private_results import project_reader
+
+    root = local.project_root or local.cwd
+    return {"files": project_reader(root), "cwd": local.cwd or root}
+
+
 def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit: int, private_paths=()):
     """The session's notices as transcript inserts (notices.py); moot ones (a subagent that left no
     transcript, an answer the file has caught up with) are dropped."""
@@ -137,7 +187,7 @@ def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit
     pending = notices.load_all(sessions_dir, session_id)
     if not pending:
         return (), None
-    inserts, moot, skip = notices.inserts(pending, lines, local.offset, limit, private_paths)
+    inserts, moot, skip = notices.inserts(pending, lines, local.offset, limit, private_paths, **_files(local))
     if moot:
         notices.remove(sessions_dir, session_id, moot)
     return inserts, skip
@@ -156,7 +206,7 @@ def _budget(rt: Runtime, store, caps):
 
 def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: Delivery, client,
                     max_chars: int | None) -> None:
-    from .budget import BudgetError, caps_from_env
+    from .budget import BudgetError, caps_from_env, overflow_from_env
     from .delivery_plan import plan_update
     from .letta.errors import LettaError
     from .private import private_globs
@@ -168,12 +218,18 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
     except BudgetError as exc:
         log.warning("worker %s: %s; no daily budget applies", session_id, exc)
         caps = None
+    overflow = overflow_from_env()
     localsession.sweep_local_temps(sessions_dir.parent)
     project = None
     for _ in range(MAX_ROUNDS):
         local = localsession.load(sessions_dir, session_id)
         session = store.session(session_id)
-        if session is None or not session.conversation_id:
+        if session is None:
+            session = _revive(store, session_id, local)
+        if session is None:  # no record in the shared home, none retired to revive: no retry can help
+            result.gone = "its session record is gone from the shared home (ended and collected, or removed)"
+            return
+        if not session.conversation_id:
             result.error = "no conversation recorded for this session"
             return
         conv = session.conversation_id
@@ -190,7 +246,21 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
                 # sent once, outcome unknown (or the turn failed): what does the conversation say?
                 first, last, key = local.attempt[0], local.attempt[1], local.attempt_key
                 reference = _reference(session_id, key, first, last, local.last_error or "")
-                if _settle(client, conv, _key_matcher(key), local.attempt_after, reference, rt, local.project_root):
+                since = local.running_since
+                running_for = time.time() - since if type(since) in (int, float) and since > 0 else None
+
+                def stuck(local=local, key=key):  # saved before the re-delivery goes: a second time gives up
+                    local.stuck_key, local.running_since = key, None
+                    localsession.save(sessions_dir, local)
+
+                try:
+                    settled = _settle(client, conv, _key_matcher(key), local.attempt_after, reference, rt,
+                                      local.project_root, running_for, redelivered=local.stuck_key == key,
+                                      on_stuck=stuck)
+                except GaveUp as exc:
+                    _give_up(sessions_dir, session_id, first, last, key, str(exc))
+                    settled = True
+                if settled:
                     log.info("worker %s: lines %d-%d had arrived already (delivery %s); not sent again",
                              session_id, first, last, key)
                     _advance(store, sessions_dir, session_id, lines, pos, last - local.offset, last,
@@ -198,46 +268,95 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
                     result.sent += 1
                     continue
                 local.attempt, local.attempt_key = None, None  # never stored: send the lines afresh
-                local.attempt_inserts, local.attempt_skipped = None, None
+                local.attempt_inserts, local.attempt_skipped, local.running_since = None, None, None
                 localsession.save(sessions_dir, local)
             elif cursor < 0 and not local.attempt:
                 # nothing recorded (a new session, or its session file was rebuilt after damage): what the
                 # conversation already holds of this session is not sent again
                 mark = _newest_mark(client, conv, session_id)
                 if mark is not None:
-                    first, last, key = mark
+                    first, last, key, before = mark
                     if key is None:  # an update from before delivery keys: counted as delivered
                         _advance(store, sessions_dir, session_id, lines, pos, last - local.offset, last)
                     else:
                         if first - 1 > cursor:
                             store.update_session(session_id, lambda cur, c=first - 1: cur.evolve(
                                 last_processed_index=max(cur.last_processed_index, c)))
-                        local.attempt, local.attempt_key, local.attempt_after = [first, last], key, None
+                        local.attempt, local.attempt_key, local.attempt_after = [first, last], key, before
                         localsession.save(sessions_dir, local)
                     log.info("worker %s: the conversation already holds lines up to %d; not sent again", session_id, last)
                     continue
             limit = max_chars or _max_chars(client, session.agent_id, local, sessions_dir)
+            if local.size_cap:  # the server refused a longer one for its size: shorter, for a while
+                at = local.size_cap_at
+                if type(at) in (int, float) and 0 <= time.time() - at < SIZE_CAP_TTL:
+                    limit = min(limit, local.size_cap)
+                else:  # lapsed (the proxy's limit may have gone): the full bound again; a refusal halves it anew
+                    log.info("worker %s: the size cap of %s chars set after a refusal lapsed; updates may be %d "
+                             "chars again", session_id, local.size_cap, limit)
+                    local.size_cap, local.size_cap_at = None, None
+                    localsession.save(sessions_dir, local)
+            if caps is not None:  # one update always fits in a day's budget (else deferred lines wait for ever)
+                limit = min([limit] + [max(c, BUDGET_BOUND_FLOOR) for c in (caps.chars, caps.total_chars) if c])
             if project is None:
                 project = _project(rt, local)
             inserts, skip = _notices(sessions_dir, session_id, lines, local, limit, private)
             planned = plan_update(lines, pos, session_id, max_chars=limit, offset=local.offset, project=project,
                                   private_paths=private, budget=_budget(rt, store, caps),
-                                  inserts=inserts, skip_answers=skip)
+                                  inserts=inserts, skip_answers=skip, **_files(local))
+            reservation = None
+            if caps is not None and caps.any and planned.payload is not None:
+                planned, reservation = _reserve(rt, store, caps, planned, lambda why: plan_update(
+                    lines, pos, session_id, max_chars=limit, offset=local.offset, project=project,
+                    private_paths=private, over_budget=why, inserts=inserts, skip_answers=skip, **_files(local)))
+                if planned.summarised is not None and overflow == "defer":
+                    from .budget import next_day_s, note_deferred
+
+                    note_deferred(rt, store.home, session_id, (cursor + 1, planned.last), planned.summarised)
+                    result.deferred_until = next_day_s()
+                    log.warning("worker %s: daily budget reached (%s): lines %d-%d wait for the next UTC day "
+                                "(SUBCONSCIOUS_BUDGET_OVERFLOW=defer); the cursor stays", session_id,
+                                planned.summarised, cursor + 1, planned.last)
+                    return
+                if reservation is None:  # a summary: counted, never refused
+                    from .budget import reserve
+
+                    reservation = reserve(rt, store.home, caps, len(planned.payload), force=True)
             update = planned.update
             last = update.cursor + local.offset
             if update.payload is None:
                 if last > cursor or update.skipped:
                     _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last, (), update.skipped)
                 return
-            local.attempt, local.attempt_key = [cursor + 1, last], update.key
-            local.attempt_inserts, local.attempt_skipped = list(update.inserted), list(update.skipped)
-            local.attempt_after = _newest_id(client, conv)
-            localsession.save(sessions_dir, local)
+            try:
+                local.attempt, local.attempt_key = [cursor + 1, last], update.key
+                local.attempt_inserts, local.attempt_skipped = list(update.inserted), list(update.skipped)
+                local.attempt_after = _newest_id(client, conv)
+                localsession.save(sessions_dir, local)
+            except BaseException:
+                if reservation is not None:  # nothing was sent: the reservation goes back at once
+                    from .budget import release
+
+                    release(rt, store.home, reservation)
+                raise
             if planned.summarised:
                 log.warning("worker %s: daily budget reached (%s): lines %d-%d summarised instead of sent "
                             "(%d chars held back)", session_id, planned.summarised, cursor + 1, last,
                             len(update.payload or ""))
-            _send(client, conv, planned.payload, rt, local.project_root, summarised=planned.summarised is not None)
+            try:
+                _send(client, conv, planned.payload, rt, local.project_root, summarised=planned.summarised is not None,
+                      reservation=reservation, session_id=session_id, lines=(cursor + 1, last))
+            except LettaError as exc:
+                cap = size_refusal(exc, len(planned.payload))
+                if cap is None:
+                    raise
+                local = localsession.load(sessions_dir, session_id)
+                local.size_cap, local.size_cap_at, local.last_error = cap, time.time(), str(exc)[:300]
+                localsession.save(sessions_dir, local)
+                log.warning("worker %s: the server refused lines %d-%d for their size (%d chars: %s); "
+                            "updates are cut to %d chars for the next %d h", session_id, cursor + 1, last,
+                            len(planned.payload), str(exc)[:200], cap, SIZE_CAP_TTL // 3600)
+                continue  # judged (never stored) and planned again, shorter
             _advance(store, sessions_dir, session_id, lines, pos, update.cursor, last, update.inserted, update.skipped)
             result.sent += 1
             log.info("worker %s: delivered lines %d-%d to %s (%d chars%s)", session_id, cursor + 1, last, conv,
@@ -246,12 +365,49 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
             local = localsession.load(sessions_dir, session_id)
             if isinstance(exc, LettaError):
                 local.failures += 1
+            elif local.running_since is None:  # the age of a run still going is counted from here
+                local.running_since = time.time()
             local.last_error = str(exc)[:300]
             localsession.save(sessions_dir, local)
             result.error = str(exc)
             log.warning("worker %s: delivery failed, kept and retried later: %s", session_id, exc)
             return
     result.more = True
+
+
+def _revive(store, session_id: str, local):
+    """A session gc retired (on any machine) while this one still had lines to deliver: when the retirement
+    record names the conversation this machine started it in (``start_for``), it is recorded again with its
+    cursor and delivery goes on there — not left waiting for a hook that may never come."""
+    from .state.records import SessionState
+
+    look = getattr(store, "retired_conversation", None)  # (a store of tests may not keep records)
+    retired = look(session_id) if look is not None else None
+    conv = retired.get("conversationId") if retired else None
+    if not conv or conv != local.start_for or not retired.get("agentId"):
+        return None
+    cursor = retired.get("cursor", -1)
+    store.put_conversation(session_id, conv, retired["agentId"])
+    log.info("worker %s: retired by gc, still delivering here: back in conversation %s from cursor %d",
+             session_id, conv, cursor)
+    return store.update_session(session_id, lambda cur: cur or SessionState(
+        session_id, conversation_id=conv, agent_id=retired["agentId"], last_processed_index=cursor))
+
+
+def _reserve(rt: Runtime, store, caps, planned, summary):
+    """Reserve the update's size in today's budget before it is sent (budget.reserve). Refused (another
+    machine's reservation came first): the plan becomes the summary ``summary(why)`` makes. Returns the
+    plan and its reservation (None for a summary: the caller counts it)."""
+    from .budget import legacy_usage, reserve, today
+
+    if planned.summarised is not None:
+        return planned, None
+    legacy = legacy_usage(store.read().settings, today())
+    got = reserve(rt, store.home, caps, len(planned.payload), legacy=legacy)
+    if got.ok:
+        return planned, got
+    log.info("worker: the budget reservation was refused (%s)", got.why)
+    return summary(got.why), None
 
 
 def _deliver_start(client, conv: str, local: localsession.LocalSession, sessions_dir: Path, rt: Runtime) -> bool:

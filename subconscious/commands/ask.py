@@ -4,8 +4,6 @@ session's), the reply streamed to the terminal as it comes."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +47,7 @@ def printer(con):
 
 def run(args: argparse.Namespace) -> int:
     from ..see import ask
-    from .tables import console, run_with_home
+    from .tables import console, json_dumps, run_with_home
 
     text = " ".join(args.text)
 
@@ -57,10 +55,11 @@ def run(args: argparse.Namespace) -> int:
         con = None if args.json else console()
         data = ask(home, text, on_item=None if con is None else printer(con))
         if args.json:
-            print(json.dumps(data, indent=2))
+            print(json_dumps(data, indent=2))
         elif not data["reply"]:
-            print(f"subconscious ask: the agent gave no answer (stop reason: {data['stop_reason']})", file=sys.stderr)
-            return 1
+            from .common import fail
+
+            return fail("ask", f"the agent gave no answer (stop reason: {data['stop_reason']})", "no_answer", 1)
         return 0
 
     return run_with_home("ask", work)

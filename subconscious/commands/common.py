@@ -8,6 +8,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
+# the verb's last error as fail() said it: what cli.main prints as {"error", "kind"} under --json
+last_error: dict | None = None
+
+
+def fail(verb: str | None, message: object, kind: str, code: int) -> int:
+    """Say what went wrong on stderr, one line (``subconscious VERB: message``, control characters removed:
+    the message may hold the server's or a file's text), keep it for ``--json``, and return ``code``.
+    ``kind``: config (exit 2: a setting or identifier), usage (2), server (1: Letta failed), not_found (1)."""
+    global last_error
+    from ..termtext import clean
+
+    text = clean(str(message)).strip()
+    last_error = {"error": text, "kind": kind, "exit": code}
+    print(f"subconscious{' ' + verb if verb else ''}: {text}", file=sys.stderr)
+    return code
+
 
 def load_runtime() -> Runtime | None:
     """This machine's runtime (settings, local dirs, host), or None after saying why not on stderr (a bad
@@ -19,5 +35,5 @@ def load_runtime() -> Runtime | None:
     try:
         return runtime()
     except (ConfigError, InvalidIdentifier) as exc:
-        print(f"subconscious: {exc}", file=sys.stderr)
+        fail(None, exc, "config", 2)
         return None

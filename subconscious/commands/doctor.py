@@ -7,7 +7,6 @@ errors. Without ``--fix`` nothing is changed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Mapping
@@ -68,12 +67,13 @@ def run_doctor(env: Mapping[str, str], cwd: str, *, fix: bool, as_json: bool, sk
     from ..doctor.analysis import DEFAULT_SKEW_S
     from ..doctor.checks import diagnose
     from ..doctor.findings import exit_code
+    from ..termtext import json_dumps
 
     threshold = DEFAULT_SKEW_S if skew is None else skew
     before = diagnose(env, cwd, skew_threshold_s=threshold)
     if not fix:
         if as_json:
-            print(json.dumps(report_json(before), indent=2), file=out)
+            print(json_dumps(report_json(before), indent=2), file=out)
         else:
             from .tables import console
 
@@ -85,7 +85,7 @@ def run_doctor(env: Mapping[str, str], cwd: str, *, fix: bool, as_json: bool, sk
     actions = apply(before, env)
     after = diagnose(env, cwd, skew_threshold_s=threshold)
     if as_json:
-        print(json.dumps(report_json(before, after, actions), indent=2), file=out)
+        print(json_dumps(report_json(before, after, actions), indent=2), file=out)
     else:
         from .tables import console
 

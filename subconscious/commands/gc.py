@@ -15,12 +15,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"retire what has had no activity for longer than AGE: 30d, 12h, 90m, 2w; 0d = every "
                              f"session not in use now (default {DEFAULT_AGE})")
     parser.add_argument("--dry-run", action="store_true", help="say what would go, change nothing")
+    parser.add_argument("--trust-clock", action="store_true",
+                        help="count ages from this machine's clock even when every other machine's newest write is "
+                             "older (by default they count from that write, so a clock running ahead retires nothing "
+                             "fresh)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
 def render(out: dict) -> str:
     verb = "would retire" if out["dry_run"] else "retired"
     lines = [f"subconscious gc: {verb} {len(out['retire'])} session(s) (floor {out['floor']})"]
+    ahead = out.get("clock_ahead_ms") or 0
+    if ahead >= 60_000:
+        lines.append(f"note: ages are counted from the newest write of another machine, {ahead / 86_400_000:.1f} d "
+                     "before this machine's clock (a clock running ahead must not retire what others wrote "
+                     "recently); --trust-clock counts from this clock")
     lines += [f"  {r['session']}: {r['why']}" for r in out["retire"]]
     if out["keep"]:
         lines.append(f"kept {len(out['keep'])} older session(s):")
@@ -55,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"subconscious gc: no state at {rt.settings.state_home} (nothing to do)", file=sys.stderr)
         return 0
     try:
-        result = run_gc(rt.store(read_only=args.dry_run), rt.local.root, age_ms=age_ms, dry_run=args.dry_run)
+        result = run_gc(rt.store(read_only=args.dry_run), rt.local.root, age_ms=age_ms, dry_run=args.dry_run,
+                        trust_clock=args.trust_clock)
     except (LockTimeout, StoreError, OSError) as exc:
         print(f"subconscious gc: {exc}", file=sys.stderr)
         return 1

@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         out = import_into(rt.store(), contents)
+    except ArchiveError as exc:  # the check before the merge (nothing merged)
+        print(f"subconscious import: refused: {exc}", file=sys.stderr)
+        return 1
     except (LockTimeout, StoreError, OSError) as exc:
         print(f"subconscious import: {exc}", file=sys.stderr)
         return 1

@@ -43,7 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "Turn encryption on for the shared home: make a key (random, or from a passphrase), keep it in "
             "this machine's key ring, record in the home that encryption is on, and seal the values already "
             "cached. In a home where it is on already: with --passphrase, derive the home's key from the "
-            "same passphrase on this machine; otherwise seal any values still in plain text.\n\n" + _SOURCES)
+            "same passphrase on this machine; otherwise re-seal every copy in the home, dropping values in plain "
+            "text (while encryption is on they are not trusted: anyone who can write the synced folder could "
+            "have put them there; the next prompt caches them again, sealed).\n\n" + _SOURCES)
     _passphrase_options(p)
 
     p = add("export", "print the home's key as one line (a secret: anyone with it can read the cache)",
@@ -105,7 +107,12 @@ def _new_key(args, confirm: bool = True):
 
     if not args.passphrase:
         return Key.generate(), None, "generated"
+    from ..keys import WEAK_N
+
     params = ScryptParams.new() if args.scrypt_n is None else ScryptParams.new(n=args.scrypt_n)
+    if params.n < WEAK_N:
+        print(f"subconscious: warning: --scrypt-n {params.n} is a weak cost (below {WEAK_N}): anyone who can "
+              "read the synced home can try passphrases quickly; the default is 131072", file=sys.stderr)
     passphrase = read_secret(PASSPHRASE_ENV, "New passphrase: ", confirm=confirm)
     if len(passphrase) < 12:
         print("subconscious: note: a passphrase of fewer than 12 characters is easy to guess "
@@ -120,16 +127,54 @@ def _summary(report) -> None:
               "as they are (they count as not cached until re-written)", file=sys.stderr)
 
 
+def _everywhere(c: "_Ctx", key, drop_plain: bool = False, trusted=None) -> list:
+    """Re-seal every copy in the home (every host's version, copies, displaced, backups/, quarantine/)
+    under ``key`` (None: plain text); print what was done and what is left, with a fix each. Returns the
+    leftovers."""
+    from ..homeseal import reseal_home
+
+    total = reseal_home(c.store, c.ring, key, drop_plain=drop_plain, trusted=trusted)
+    if total.files and not total.left:
+        again = reseal_home(c.store, c.ring, key, drop_plain=drop_plain, trusted=trusted)  # what a concurrent writer displaced meanwhile
+        total.files += again.files
+        total.values += again.values
+        total.left = again.left
+    print(f"{'re-sealed' if key else 'opened'} {total.values} more values in {total.files} other files of the home "
+          "(other hosts' versions, conflict copies, backups/, quarantine/)")
+    seen = set()
+    for left in total.left:
+        if (left.path, left.why) in seen:
+            continue
+        seen.add((left.path, left.why))
+        print(f"warning: left as it is: {left.path}: {left.why}; fix: {left.fix}", file=sys.stderr)
+    return total.left
+
+
+def _pin(c: "_Ctx", policy) -> None:
+    from ..keys import load_pin, pin_to, save_pin
+
+    save_pin(c.rt.local.keys, c.store.home, pin_to(load_pin(c.rt.local.keys, c.store.home), policy))
+
+
 class _Ctx:
     def __init__(self, read_only: bool = False):
-        from ..keys import KeyRing, read_policy
+        from ..keys import KeyRing, effective_policy, load_pin, read_policy
         from ..runtime import runtime
 
         self.rt = runtime()
         self.store = self.rt.store(read_only=read_only)
         self.ring = KeyRing.load(self.rt.local.keys)
-        self.policy = read_policy(self.store)
+        self.shared = read_policy(self.store)
+        self.pin = load_pin(self.rt.local.keys, self.store.home)
+        # what this machine follows: the shared setting as its pin allows (never turned down from the folder)
+        self.policy = effective_policy(self.shared, self.pin, self.ring)[0]
         self.refuse = (self.rt.settings.letta_home, self.rt.settings.state_home)
+
+    def generation(self) -> int:
+        from ..keys import MAX_GENERATION
+
+        pinned = self.pin.generation if self.pin and self.pin.generation < MAX_GENERATION - 1 else 0  # not a damaged pin's
+        return max(self.shared.generation, pinned)
 
 
 def cmd_init(args) -> int:
@@ -139,6 +184,11 @@ def cmd_init(args) -> int:
     c = _Ctx()
     check_outside(c.rt.local.keys, *c.refuse)
     p = c.policy
+    if p.pinned and p.key_id in c.ring:
+        # the shared setting was turned down (off, or an older key) from the folder: put it back
+        print(f"the home's setting was not this machine's: {p.pinned}", file=sys.stderr)
+        write_policy(c.store, Policy(True, p.key_id, p.kdf, generation=p.generation))
+        print(f"restored the home's setting to key {p.key_id} (generation {p.generation})")
     if p.enabled and not p.damaged:
         if p.key_id not in c.ring:
             if not args.passphrase or p.kdf is None:
@@ -153,13 +203,23 @@ def cmd_init(args) -> int:
             print(f"key {key.id} added to this machine's key ring ({c.ring.directory})")
         else:
             print(f"encryption is on in this home with key {p.key_id}; this machine has it")
-        _summary(reseal_all(c.store, c.ring, c.ring[p.key_id]))
+        if not p.rotation:
+            _pin(c, p)
+        # on already: a plain value is anyone's (never sealed into an authentic one), and so is one under a
+        # key the home no longer reads with (a retired key's holder may have sealed it): both are dropped
+        _summary(reseal_all(c.store, c.ring, c.ring[p.key_id], drop_plain=True, trusted=p.reads_with))
+        _everywhere(c, c.ring[p.key_id], drop_plain=True, trusted=p.reads_with)
         return 0
     key, params, source = _new_key(args)
     c.ring.add(key, source=source, refuse_under=c.refuse)  # before the setting: never name a key nobody has
-    write_policy(c.store, Policy(True, key.id, params))
-    print(f"encryption is on for {c.store.home} with key {key.id} (kept in {c.ring.directory})")
-    _summary(reseal_all(c.store, c.ring, key))
+    policy = Policy(True, key.id, params, generation=c.generation() + 1)
+    write_policy(c.store, policy)
+    _pin(c, policy)
+    print(f"encryption is on for {c.store.home} with key {key.id} (generation {policy.generation}; "
+          f"kept in {c.ring.directory})")
+    retired = set(c.pin.retired if c.pin else ())  # off until now: any key but one retired here
+    _summary(reseal_all(c.store, c.ring, key, trusted=lambda kid: kid not in retired))
+    _everywhere(c, key, trusted=lambda kid: kid not in retired)
     if params is None:
         print("other machines: run `subconscious key export` here and `subconscious key import` there")
     else:
@@ -190,6 +250,11 @@ def cmd_import(args) -> int:
     key = import_key(read_secret(KEY_ENV, "Exported key: "))
     c.ring.add(key, source="imported", refuse_under=c.refuse)
     print(f"key {key.id} added to this machine's key ring ({c.ring.directory})")
+    from ..keys import effective_policy
+
+    policy, new_pin = effective_policy(c.shared, c.pin, c.ring)
+    if new_pin is not None:  # the home's key is here now: pinned, so the folder cannot turn it down
+        _pin(c, policy)
     if c.policy.enabled and c.policy.key_id != key.id:
         print(f"note: this home's current key is {c.policy.key_id}, not {key.id}")
     elif not c.policy.enabled:
@@ -205,6 +270,8 @@ def cmd_rotate(args) -> int:
     p = c.policy
     if not p.enabled or p.damaged:
         raise Failure("encryption is not on in this home; `subconscious key init` turns it on")
+    if p.pinned:
+        raise Failure(f"{p.pinned}; run `subconscious key init` here first to put the home's setting back")
     if p.rotation:
         key = c.ring.get(p.key_id)
         if key is None:
@@ -218,22 +285,37 @@ def cmd_rotate(args) -> int:
                           "cached values; import it first (`subconscious key import`)")
         key, params, source = _new_key(args)
         c.ring.add(key, source=source, refuse_under=c.refuse)
-        write_policy(c.store, Policy(True, key.id, params, rotation={
+        write_policy(c.store, Policy(True, key.id, params, generation=c.generation() + 1, rotation={
             "from": p.key_id, "host": c.rt.host.id, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
         print(f"rotating from {p.key_id} to {key.id}; old keys stay on this machine until it is done")
-    _summary(reseal_all(c.store, c.ring, key))
+    # from the key rotated from (and the new one) only: a value under an older, retired key is dropped
+    source = p.rotation.get("from") if p.rotation else p.key_id
+    trusted = {key.id, source}.__contains__
+    _summary(reseal_all(c.store, c.ring, key, drop_plain=True, trusted=trusted))
+    _everywhere(c, key, drop_plain=True, trusted=trusted)
     now = read_policy(c.store)
     if now.key_id != key.id:
         raise Failure(f"the home's key changed to {now.key_id} meanwhile (another machine?); run `key rotate` again")
-    write_policy(c.store, Policy(True, key.id, params))
-    print(f"rotation done: the home's key is {key.id}")
+    done = Policy(True, key.id, params, generation=now.generation)
+    write_policy(c.store, done)
+    _pin(c, Policy(True, key.id, params, generation=now.generation, rotation=now.rotation))  # retires the old key
+    print(f"rotation done: the home's key is {key.id} (generation {done.generation})")
     if args.drop_old:
-        in_use = {f.get("key_id") for f in encryption_findings(c.store, c.ring)}
+        from ..homeseal import scan_home
+
+        scan = scan_home(c.store.home)
+        refused = 0
         for kid in sorted(set(c.ring) - {key.id}):
-            if kid in in_use:
-                print(f"kept old key {kid}: some values are still sealed with it")
+            where = scan.naming(kid)
+            if where:
+                refused += 1
+                print(f"kept old key {kid}: {len(where)} files of the home still name it, e.g. {where[0]}",
+                      file=sys.stderr)
             elif c.ring.remove(kid):
                 print(f"removed old key {kid} from this machine")
+        if refused:
+            raise Failure("old keys kept (see above): re-seal what still uses them (run `key rotate` on a machine "
+                          "that holds them), then `key rotate --drop-old` again")
     return 0
 
 
@@ -255,9 +337,17 @@ def status_info(c: "_Ctx") -> dict:
                     readable[kid] = readable.get(kid, 0) + 1
                 except SealError:
                     pass
+    from ..homeseal import scan_home
+
+    scan = scan_home(c.store.home)  # every copy on disk, not only the merged view
     p = c.policy
     return {
         "home": str(c.store.home),
+        "onDisk": {"values": scan.totals(), "keyIds": sorted(scan.kids()),
+                   "plainFiles": [str(x) for x in scan.with_plain()],
+                   "unreadableFiles": [str(f.path) for f in scan.unreadable()]},
+        "pinned": p.pinned,
+        "generation": p.generation,
         "enabled": p.enabled,
         "keyId": p.key_id,
         "passphrase": p.kdf is not None,
@@ -291,6 +381,9 @@ def cmd_status(args) -> int:
     sealed = ", ".join(f"{n} under {kid} ({info['readableHere'].get(kid, 0)} readable here)"
                        for kid, n in sorted(v.items()) if kid != "plain")
     print(f"cached      {v['plain']} in plain text" + (f"; {sealed}" if sealed else ""))
+    d = info["onDisk"]["values"]
+    print(f"on disk     {d['plain']} in plain text" + "".join(f"; {n} under {kid}" for kid, n in sorted(d.items())
+                                                          if kid != "plain") + " (every file of the home)")
     for f in info["findings"]:
         print(f"  ! {f['severity']}: {f['kind']}: {f['message']}")
     return 0
@@ -301,10 +394,18 @@ def cmd_disable(args) -> int:
     from ..keys import Policy, write_policy
 
     c = _Ctx()
-    write_policy(c.store, Policy(False))  # first, so that no host seals new values meanwhile
-    print(f"encryption is off for {c.store.home}")
+    write_policy(c.store, Policy(False, generation=c.generation()))  # first: no host seals new values meanwhile
+    _pin(c, Policy(False, generation=c.generation()))  # confirmed on this machine: the pin says off
+    import shutil
+
+    from ..keys import seen_dir
+
+    shutil.rmtree(seen_dir(c.rt.local.keys, c.store.home), ignore_errors=True)
+    print(f"encryption is off for {c.store.home} (confirmed on this machine; other machines that pinned it "
+          "on keep sealing until `subconscious key disable` runs there too)")
     report = reseal_all(c.store, c.ring, None)
     print(f"opened {report.changed} sealed values into plain text in {report.sessions} session files")
+    _everywhere(c, None)
     for kid, n in sorted(report.unopened.items()):
         print(f"warning: {n} values are sealed with key {kid}, which is not on this machine; they stay sealed "
               "(run `subconscious key disable` on a machine that has it)", file=sys.stderr)
@@ -337,3 +438,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"subconscious key {args.key_command}: interrupted; run it again to finish", file=sys.stderr)
         return 130
+    except OSError as exc:  # e.g. backups/ is a symlink: nothing is written through it
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"subconscious key {args.key_command}: {exc.strerror or exc}{where}; fix that and run it again "
+              "(it resumes)", file=sys.stderr)
+        return 1

@@ -7,7 +7,7 @@ dir's ``quarantine/`` (git history holds them too). Only when neither side can b
 leaving both versions in %A between conflict markers, so nothing is lost and the store's reader still
 recovers whatever parses.
 
-Configured by ``subconscious sync setup-git`` (or by hand, see sync/README.md).
+Configured by ``subconscious sync setup-git`` (or by hand, see docs/sync-engines.md).
 """
 
 from __future__ import annotations
@@ -74,6 +74,36 @@ def _keep(versions, path: str | None, kind: str | None) -> list[str]:
     return kept
 
 
+def _adoption_record(path: str | None) -> dict:
+    """The home's adoption record (which of upstream's unstamped versions a writer already adopted), from
+    the hosts' shards beside the view in the worktree, so the merge of ``conversations.json`` counts them
+    once as the store does. Read like the store reads (no links followed); a shard that does not parse
+    adds nothing."""
+    from ..state.filemerge import VIEW, kind_of_path
+
+    if kind_of_path(path) != VIEW:
+        return {}
+    from ..state.fs import REAL
+    from ..state.jsontext import Unparseable, loads_state
+    from ..state.order import adopted_map, union_adopted
+
+    hosts = Path(path).parent / "hosts"  # type: ignore[arg-type]
+    records = []
+    for name in sorted(REAL.listdir(hosts)) if hosts.is_dir() and not hosts.is_symlink() else []:
+        if not name.endswith(".json"):
+            continue
+        got = REAL.read(hosts / name)
+        if not got.ok:
+            continue
+        try:
+            value = loads_state(got.data)
+        except Unparseable:
+            continue
+        if isinstance(value, dict):
+            records.append(adopted_map(value.get("adopted")))
+    return union_adopted(records)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..state.filemerge import conflict_text, merge_bytes
 
@@ -82,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     theirs = _read(args.theirs, "theirs (%B)")
     assert ours is not None and theirs is not None
     where = args.path or Path(args.ours).name
-    result = merge_bytes(base, ours, theirs, args.path)
+    result = merge_bytes(base, ours, theirs, args.path, _adoption_record(args.path))
     kept = _keep(result.set_aside, args.path, result.kind) if result.set_aside else []
     for note in result.notes:
         print(f"subconscious merge-driver: {where}: {note}", file=sys.stderr)

@@ -35,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
     from .tables import run_with_home, show
 
     if args.limit is not None and args.limit < 1:
-        print("subconscious messages: --limit must be at least 1")
-        return 2
+        from .common import fail
+
+        return fail("messages", "--limit must be at least 1", "usage", 2)
 
     def work(home) -> int:
         data = messages(home, session=args.session, host=args.host, limit=args.limit)

@@ -7,9 +7,7 @@ log file opened)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 
 from ..private import LINES_NOTE, MARKER, PATH_NOTE
 from ..redact import REDACTED
@@ -35,11 +33,12 @@ def plan_session(sid: str, env=os.environ) -> dict:
     from ..delivery_plan import Budget, locate, plan_update, update_limit
     from ..pipeline import session_runtime
     from ..private import private_globs
-    from ..worker import _delivered_uuids, _read_lines, _start_key
+    from ..worker import _delivered_uuids, _files, _read_lines, _start_key
 
     rt, local = session_runtime(sid, env)
     sessions_dir = rt.local.root / "sessions"
     store = rt.store(read_only=True)
+    store.keep_caches = False  # preview changes nothing on this machine either
     session = store.session(sid)
     out: dict = {"session": sid, "home": str(rt.settings.state_home), "messages": [], "notes": []}
     if rt.settings.mode == "off":
@@ -53,7 +52,8 @@ def plan_session(sid: str, env=os.environ) -> dict:
     caps = budgets.caps_from_env(env)
     today = budgets.read_usage(store, rt.host.id, caps)
     plan_budget = Budget(caps, today.mine, today.everyone)
-    out["budget"] = budgets.report(store.read().settings, rt.host.id, env)
+    out["budget"] = budgets.report(store.read().settings, rt.host.id, env, home=store.home)
+    overflow = budgets.overflow_from_env(env)
     if local.pending_start:
         text = local.pending_start
         out["messages"].append({"kind": "start", "delivery": _start_key(text), "chars": len(text),
@@ -74,13 +74,21 @@ def plan_session(sid: str, env=os.environ) -> dict:
                             f"{local.attempt_key}) and their outcome is not known: the worker first looks them up in "
                             "the conversation and does not send them again if they arrived")
     limit = update_limit(local.context_window)
-    kw = _extra(sessions_dir, sid, lines, local, limit)
+    if caps.any:  # as the worker bounds it: one update fits a day's budget
+        from ..worker import BUDGET_BOUND_FLOOR
+
+        limit = min([limit] + [max(c, BUDGET_BOUND_FLOOR) for c in (caps.chars, caps.total_chars) if c])
+    kw = {**_extra(sessions_dir, sid, lines, local, limit), **_files(local)}
     globs = private_globs(env)
     pos, project = where.position, _project(rt, local)
     for _ in range(ROUNDS):
         planned = plan_update(lines, pos, sid, max_chars=limit, offset=where.offset, project=project,
                               private_paths=globs, budget=plan_budget, **kw)
         if planned.payload is None:
+            break
+        if planned.summarised and overflow == "defer":
+            out["notes"].append(f"lines {planned.first}-{planned.last} wait for the next UTC day: the daily budget is "
+                                f"reached ({planned.summarised}; SUBCONSCIOUS_BUDGET_OVERFLOW=defer)")
             break
         out["messages"].append({"kind": "summary" if planned.summarised else "update", "lines": [planned.first, planned.last],
                                 "delivery": planned.update.key, "chars": len(planned.payload),
@@ -105,11 +113,13 @@ def _extra(sessions_dir, sid, lines, local, limit) -> dict:
     """The session's notices as the worker would insert them (read only: moot ones are not removed here)."""
     from .. import notices
     from ..private import private_globs
+    from ..worker import _files
 
     pending = notices.load_all(sessions_dir, sid)
     if not pending:
         return {}
-    inserts, _moot, skip = notices.inserts(pending, lines, local.offset, limit, private_globs(os.environ))
+    inserts, _moot, skip = notices.inserts(pending, lines, local.offset, limit, private_globs(os.environ),
+                                           **_files(local))
     return {"inserts": inserts, "skip_answers": skip}
 
 
@@ -124,24 +134,33 @@ def run(args: argparse.Namespace) -> int:
     from ..budget import BudgetError
     from ..config import ConfigError
     from ..state.ids import InvalidIdentifier, check_session_id
+    from ..transcript import BoundTooSmall
 
     try:
         sids = [check_session_id(args.session)] if args.session else _sessions(os.environ)
         plans = [plan_session(sid) for sid in sids]
-    except (ConfigError, InvalidIdentifier, BudgetError) as exc:
-        print(f"subconscious preview: {exc}", file=sys.stderr)
-        return 2
+    except (ConfigError, InvalidIdentifier, BudgetError, BoundTooSmall) as exc:
+        from .common import fail
+
+        return fail("preview", exc, "config", 2)
     if args.json:
-        print(json.dumps({"sessions": plans}, indent=2, ensure_ascii=False))
+        from ..termtext import json_dumps
+
+        print(json_dumps({"sessions": plans}, indent=2, ensure_ascii=False))
         return 0
+    from ..termtext import clean
+
+    def say(text: str) -> None:  # the transcript's text holds what tools printed: no escape reaches the terminal
+        print(clean(text))
+
     if not plans:
-        print("nothing to send: no session on this machine has anything pending")
+        say("nothing to send: no session on this machine has anything pending")
     for plan in plans:
         msgs = plan["messages"]
-        print(f"=== session {plan['session']}: {len(msgs)} message(s) would be sent"
-              + (f" to {plan['conversation']}" if plan.get("conversation") else ""))
+        say(f"=== session {plan['session']}: {len(msgs)} message(s) would be sent"
+            + (f" to {plan['conversation']}" if plan.get("conversation") else ""))
         for note in plan["notes"]:
-            print(f"# {note}")
+            say(f"# {note}")
         for i, m in enumerate(msgs, 1):
             what = {"start": "the session-start message", "update": "an update",
                     "summary": "a budget summary instead of the update"}[m["kind"]]
@@ -149,10 +168,10 @@ def run(args: argparse.Namespace) -> int:
             r = m["removed"]
             removed = (f"; removed: {r['private_text']} private passage(s), {r['secrets']} secret(s), "
                        f"{r['private_paths']} private file result(s)")
-            print(f"--- {i}/{len(msgs)}: {what}{span}, {m['chars']:,} chars, delivery {m['delivery']}{removed}")
+            say(f"--- {i}/{len(msgs)}: {what}{span}, {m['chars']:,} chars, delivery {m['delivery']}{removed}")
             if m.get("summarised"):
-                print(f"# over the daily budget: {m['summarised']}")
-            print(m["text"])
+                say(f"# over the daily budget: {m['summarised']}")
+            say(m["text"])
         if not msgs:
-            print("(nothing to send)")
+            say("(nothing to send)")
     return 0

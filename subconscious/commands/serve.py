@@ -24,7 +24,8 @@ import threading
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=None,
                         help="TCP port on 127.0.0.1 (default: $SUBCONSCIOUS_SERVE_PORT, else 20000 + uid %% 10000; "
-                             "install --served must use the same)")
+                             "install --served must use the same; 0: one the system picks). The port it listens "
+                             "on is recorded in <state dir>/serve/port, where the served client looks first")
     parser.add_argument("--print-token", action="store_true",
                         help="print this user's token (made on first use) and exit: "
                              "export SUBCONSCIOUS_SERVE_TOKEN=$(subconscious serve --print-token)")
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"subconscious serve: {exc}", file=sys.stderr)
         return 2
-    if not 0 < port < 65536:
+    if not 0 <= port < 65536:
         print(f"subconscious serve: --port {port} is not a TCP port", file=sys.stderr)
         return 2
     root = local_dirs().root
@@ -82,6 +83,7 @@ def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
     from ..atomic import atomic_write
     from ..letta import lite
     from ..log import setup
+    from ..served.autostart import port_file
     from ..served.keepalive import KeptAlive
     from ..served.server import HookServer, serve_in_thread
 
@@ -108,9 +110,11 @@ def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
         if sig is not None:
             signal.signal(sig, on_signal)
+    port = server.server_address[1]  # --port 0: the one the system picked
     thread = serve_in_thread(server)
     record = root / "serve" / "server.json"  # who answers on which port (status, tests); gone with the server
     atomic_write(record, json.dumps({"pid": os.getpid(), "port": port}) + "\n")
+    atomic_write(port_file(root), f"{port}\n")  # where the client finds this server (it may have moved)
     log.info("serve: listening on 127.0.0.1:%d (pid %d)", port, os.getpid())
     if not args.quiet:
         print(f"subconscious serve: listening on http://127.0.0.1:{port} (hooks: /subconscious/hook/pre-tool-use, "
@@ -126,6 +130,8 @@ def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
         try:
             if json.loads(record.read_text()).get("pid") == os.getpid():
                 record.unlink()
+                if port_file(root).read_text().strip() == str(port):
+                    port_file(root).unlink()
         except (OSError, ValueError, AttributeError):
             pass
         pool.close()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,14 +53,15 @@ def collect() -> dict:
             {"kind": p.kind, "path": p.path, "message": p.message} for p in snap.problems + session_problems
         ],
         "pending": pending_deliveries(rt.local.root / "sessions"),
-        "budget": _budget(snap.settings, rt.host.id),
+        "gave_up": gave_up_deliveries(rt.local.root / "sessions"),
+        "budget": _budget(snap.settings, rt.host.id, rt.settings.state_home),
     }
 
 
-def _budget(settings, host: str) -> dict:
+def _budget(settings, host: str, home=None) -> dict:
     from ..budget import report
 
-    return report(settings, host)
+    return report(settings, host, home=home)
 
 
 def pending_deliveries(sessions_dir) -> list[dict]:
@@ -86,6 +85,14 @@ def pending_deliveries(sessions_dir) -> list[dict]:
     return out
 
 
+def gave_up_deliveries(sessions_dir) -> list[dict]:
+    """Deliveries the worker gave up on on this machine (a run still stuck after its re-delivery), newest
+    last: which session, which lines and delivery key, why, when (epoch s)."""
+    from .. import localsession
+
+    return [{"session": sid, **g} for sid, got in localsession.gave_up(sessions_dir).items() for g in got]
+
+
 def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError
     from ..state.ids import InvalidIdentifier
@@ -93,10 +100,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         info = collect()
     except (ConfigError, InvalidIdentifier) as exc:
-        print(f"subconscious: {exc}", file=sys.stderr)
-        return 2
+        from .common import fail
+
+        return fail(None, exc, "config", 2)
     if args.json:
-        print(json.dumps(info, indent=2))
+        from ..termtext import json_dumps
+
+        print(json_dumps(info, indent=2))
         return 0
     from .tables import console
 
@@ -131,6 +141,10 @@ def text_rows(info: dict) -> list[tuple[str, str]]:
     for d in pend:
         what = "start message" if d["start_message"] else (f"lines {d['lines'][0]}-{d['lines'][1]}" if d["lines"] else "new lines")
         rows.append(("", f"- {d['session']}: {what}, {d['failures']} failures, next attempt in {d['next_attempt_in_s']} s: {d['why']}"))
+    for g in info.get("gave_up") or []:
+        lines = g.get("lines") if isinstance(g.get("lines"), list) and len(g["lines"]) == 2 else ["?", "?"]
+        rows.append(("gave up", f"{g.get('session')}: lines {lines[0]}-{lines[1]} (delivery {g.get('delivery')}): "
+                                f"{g.get('why')}"))
     return rows
 
 

@@ -1,27 +1,49 @@
 """Terminal output of the commands people read (status, doctor, memory, messages, sessions, ask): rich
 tables that fit the terminal (80 columns when it cannot be measured, ``COLUMNS`` wins), colour only on a
-terminal. Imported by those commands only, never by a hook."""
+terminal. Imported by those commands only, never by a hook.
+
+This is the one seam where text reaches the terminal: the console's every segment of text (not rich's
+own styling) goes through :func:`subconscious.termtext.clean`, so no escape or control sequence the agent,
+the server or a file wrote is printed; markup is off, so ``[red]`` or ``[link=…]`` in that text is text.
+``--json`` goes through :func:`subconscious.termtext.json_dumps` (DEL, C1 and bidi controls escaped)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any, Callable, TextIO
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["console", "table", "kv_table", "short_time", "short_id", "Text", "run_with_home", "show"]
+from ..termtext import clean, json_dumps
+
+__all__ = ["console", "table", "kv_table", "short_time", "short_id", "Text", "run_with_home", "show", "clean",
+           "json_dumps", "SafeConsole"]
+
+
+class SafeConsole(Console):
+    """A rich console that prints no control sequence it was given: each text segment rendered (a table's
+    cells included, rendered through here too) is :func:`clean`; rich's own style codes are added after."""
+
+    def render(self, renderable, options=None):
+        for seg in super().render(renderable, options):
+            if seg.control is None:
+                text = clean(seg.text)
+                if text != seg.text:
+                    seg = Segment(text, seg.style)
+            yield seg
 
 
 def console(file: TextIO | None = None, width: int | None = None) -> Console:
     out = file or sys.stdout
+    out = getattr(out, "unfiltered", out)  # past cli's filter, which would take rich's colours too
     cols = width
     if cols is None and os.environ.get("COLUMNS", "").isdigit():
         cols = int(os.environ["COLUMNS"])
-    return Console(file=out, width=cols, soft_wrap=False, highlight=False, emoji=False, markup=False)
+    return SafeConsole(file=out, width=cols, soft_wrap=False, highlight=False, emoji=False, markup=False)
 
 
 def table(*columns: str | tuple[str, dict[str, Any]], title: str | None = None) -> Table:
@@ -56,27 +78,31 @@ def short_id(value: str | None, n: int = 8) -> str:
 def show(data: dict, render: Callable[[dict, Console], None], as_json: bool) -> None:
     """A verb's result: indented JSON for ``--json`` (what scripts read), else ``render`` on the console."""
     if as_json:
-        print(json.dumps(data, indent=2))
+        print(json_dumps(data, indent=2))
     else:
         render(data, console())
 
 
 def run_with_home(verb: str, work) -> int:
     """``work(home) -> int`` with a :class:`subconscious.see.SeeHome`; what goes wrong is one line on stderr:
-    exit 2 for configuration and usage, 1 for the server or a missing agent/block."""
+    exit 2 for configuration and usage, 1 for the server or a missing agent/block (under ``--json`` cli.main
+prints it as ``{"error", "kind"}`` on stdout)."""
     from ..config import ConfigError
-    from ..letta.errors import LettaError
+    from ..letta.errors import LettaConfigError, LettaError
     from ..see import SeeHome
     from ..state.ids import InvalidIdentifier
+    from .common import fail
 
     home = SeeHome()
     try:
         return int(work(home) or 0)
-    except (ConfigError, InvalidIdentifier, ValueError) as exc:
-        print(f"subconscious {verb}: {exc}", file=sys.stderr)
-        return 2
-    except (LettaError, LookupError) as exc:
-        print(f"subconscious {verb}: {exc}", file=sys.stderr)
-        return 1
+    except (ConfigError, InvalidIdentifier, LettaConfigError) as exc:  # LETTA_BASE_URL 'ftp://…' too
+        return fail(verb, exc, "config", 2)
+    except ValueError as exc:
+        return fail(verb, exc, "usage", 2)
+    except LettaError as exc:
+        return fail(verb, exc, "server", 1)
+    except LookupError as exc:
+        return fail(verb, str(exc).strip("'\""), "not_found", 1)
     finally:
         home.close()

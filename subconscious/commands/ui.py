@@ -3,6 +3,11 @@ and the shared home's health, on 127.0.0.1 only, behind a token made for this ru
 
 Runs until Ctrl-C or SIGTERM. ``--print-url`` prints ``http://127.0.0.1:PORT/?token=…`` as the first line of
 stdout (for scripts and tests); otherwise the URL goes to stderr with a line saying how to stop.
+
+The browser is given a file, never the URL (as Jupyter does): ``<state dir>/ui/open-PORT.html`` (0600, in a
+0700 directory) holds a form that posts the token to ``/open``. A browser's command line is readable by every
+local user in ``/proc/*/cmdline``; the file is readable by this user only, and the page's URL (``/open``)
+keeps the token out of the browser's history too. The file goes when the server stops.
 """
 
 from __future__ import annotations
@@ -53,13 +58,15 @@ def run(args: argparse.Namespace) -> int:
         print(server.url, flush=True)
     else:
         print(f"subconscious ui: {server.url}\n(read-only until you allow editing on the page; Ctrl-C stops it)", file=sys.stderr, flush=True)
+    launcher = None
     if not args.no_browser and _has_gui():
         import webbrowser
 
         try:
-            webbrowser.open(server.url)
-        except Exception:  # noqa: BLE001 - no browser here: the URL is printed
-            pass
+            launcher = write_launcher(_launcher_dir(), server.port, server.token)
+            webbrowser.open(launcher.as_uri())
+        except Exception as exc:  # noqa: BLE001 - no browser here: the URL is printed
+            print(f"subconscious ui: no browser opened ({exc})", file=sys.stderr)
     signal.signal(signal.SIGTERM, _stop)
     try:
         server.serve_forever(poll_interval=0.5)
@@ -67,4 +74,48 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+        if launcher is not None:
+            try:
+                launcher.unlink()
+            except OSError:
+                pass
     return 0
+
+
+def launcher_html(port: int, token: str) -> str:
+    """A page that posts this run's token to the viewer at once (with a button where scripts are off)."""
+    return ('<!doctype html>\n<html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
+            "<title>subconscious ui</title></head><body>\n"
+            f'<form method="post" action="http://127.0.0.1:{int(port)}/open">'
+            f'<input type="hidden" name="token" value="{token}">'
+            '<button type="submit">Open the subconscious viewer</button></form>\n'
+            "<script>document.forms[0].submit()</script>\n</body></html>\n")
+
+
+def _launcher_dir():
+    from ..localstate import local_dirs
+
+    return local_dirs(os.environ).root / "ui"
+
+
+def write_launcher(directory, port: int, token: str):
+    """``directory/open-PORT.html``: 0600, created new (a file or link left there is replaced, never
+    followed), in ``directory`` made 0700 and refused unless it is this user's own real directory."""
+    import stat
+
+    from ..atomic import ensure_dir
+
+    ensure_dir(directory)
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+        raise OSError(f"{directory} is not a directory of this user")
+    os.chmod(directory, 0o700)
+    path = directory / f"open-{int(port)}.html"
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(launcher_html(port, token))
+    return path

@@ -21,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gc-older-than", default="30d", metavar="AGE",
                         help="once a day, run `subconscious gc --older-than AGE` (default 30d)")
     parser.add_argument("--no-gc", action="store_true", help="never run the daily gc")
+    parser.add_argument("--rebuild-views", action="store_true",
+                        help="also rewrite this machine's conversations.json and session files whenever host "
+                             "shards arrive: for a sync whose filter keeps the views out (rclone bisync, "
+                             "docs/sync-rclone.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,9 +57,11 @@ def run(args: argparse.Namespace) -> int:
         from ..gc import daily
 
         daily_gc = lambda: daily(store, rt.local.root, age_ms=gc_age)  # noqa: E731
-    watcher = Watcher(store, log, debounce=args.debounce, interval=args.interval, say=say, gc=daily_gc)
+    watcher = Watcher(store, log, debounce=args.debounce, interval=args.interval, say=say, gc=daily_gc,
+                      rebuild_views=args.rebuild_views)
     if args.once:
         watcher.fold_if_needed(force=True)
+        watcher.rebuild_views_if_needed()
         return 0
 
     def stop(signum, frame) -> None:  # noqa: ANN001

@@ -20,6 +20,7 @@ import datetime as dt
 import hashlib
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,15 +32,22 @@ def device_id(name: str) -> str:
     return base64.b32encode(hashlib.sha256(name.encode()).digest()).decode()[:7]
 
 
-_DIGESTS: dict[str, tuple[tuple[int, int, int], str]] = {}
+_DIGESTS: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+RACY_NS = 2_000_000_000  # a file changed this recently is hashed again on every look (see digest)
 
 
 def digest(path: Path | str) -> str | None:
-    """The content digest of ``path`` (None when missing), cached by (inode, size, mtime)."""
+    """The content digest of ``path`` (None when missing).
+
+    Cached by (inode, size, mtime, ctime), but only once the file has been quiet for ``RACY_NS``: a
+    kernel with coarse timestamps (a jiffy, or a second on some file systems) gives two writes in one
+    tick the same mtime, and a file system reuses a freed inode at once, so a rewrite of the same size
+    can look unchanged -- the sync then skips it (a change lost) or keeps a stale base (a conflict made
+    up). git calls such an entry "racily clean" and rehashes it; so does this."""
     path = str(path)
     try:
         st = os.stat(path)
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         hit = _DIGESTS.get(path)
         if hit is not None and hit[0] == key:
             return hit[1]
@@ -47,7 +55,10 @@ def digest(path: Path | str) -> str | None:
             value = hashlib.sha256(f.read()).hexdigest()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
-    _DIGESTS[path] = (key, value)
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
+        _DIGESTS[path] = (key, value)
+    else:
+        _DIGESTS.pop(path, None)
     return value
 
 

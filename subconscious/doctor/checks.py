@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Mapping
 
 from ..state import copies
-from ..state.clock import ZERO, Stamp
+from ..state.bounds import future_message
+from ..state.clock import ZERO, Stamp, bound
 from ..state.conflicts import CONVERSATIONS, ConflictCopy, Engine, classify, is_original
 from ..state.files import QUARANTINE, UNSAFE, read_json
 from ..state.fs import REAL
@@ -89,6 +90,10 @@ def _problem_finding(problem, home: Path, own_shard: Path, copy_paths: set[str])
     if problem.kind == UNSAFE:
         return Finding(UNSAFE, ERROR, rel, problem.message + "; subconscious never follows, opens or copies "
                        "it: remove it (or put a regular file there)")
+    if problem.kind == "adopted-hidden":
+        return Finding("adopted-hidden", WARNING, rel, problem.message + " (see docs/upstream-compat.md)")
+    if problem.kind == "future-stamp":
+        return Finding("future-stamp", WARNING, rel, problem.message + " (see docs/scale-and-bounds.md)")
     kind = {"unparseable": "unparseable", "invalid-entry": "invalid-entry"}.get(problem.kind, "wrong-type")
     if regenerated:
         how = " --fix folds it" if problem.path in copy_paths else " --fix rewrites it from the other sources"
@@ -101,14 +106,14 @@ def _problem_finding(problem, home: Path, own_shard: Path, copy_paths: set[str])
                    host=owner)
 
 
-def _read_shards(home: Path, host: str) -> tuple[list[ShardData], list[Finding]]:
+def _read_shards(home: Path, host: str, fs=None) -> tuple[list[ShardData], list[Finding]]:
     out, rows = [], []
     for name in sorted(copies.listdir(home / HOSTS)):
         stem = name[:-5] if name.endswith(".json") else ""
         if not stem or not is_host_id(stem) or not is_original(name, where="hosts"):
             continue
         path = home / HOSTS / name
-        result = read_json(path, root=home, host=host, keep=False)
+        result = read_json(path, root=home, host=host, keep=False, fs=fs)
         convs: list[dict] = []
         settings: dict = {}
         clock, written, fmt = ZERO, 0, 0
@@ -156,6 +161,7 @@ def _sessions(store, home: Path) -> tuple[int, list[Finding], list[tuple[Path, C
             originals.add(c.original)
     rows: list[Finding] = []
     count = 0
+    limit = bound(store.now())
     for name in names:
         if name in ambiguous or not name.startswith("session-") or not name.endswith(".json"):
             continue
@@ -164,12 +170,15 @@ def _sessions(store, home: Path) -> tuple[int, list[Finding], list[tuple[Path, C
             continue
         count += 1
         path = home / name
-        result = read_json(path, root=home, host=store.host, keep=False)
+        result = read_json(path, root=home, host=store.host, keep=False, fs=store.fs)
         for p in result.problems:
             rows.append(_problem_finding(p, home, store.shard_path(), set()))
         for value in result.values:
             try:
-                parse_session(value, sid)
+                state = parse_session(value, sid)
+                if state.stamp > limit:
+                    rows.append(Finding("future-stamp", WARNING, name, future_message({sid: state.stamp}, "versions")
+                                        + " (see docs/scale-and-bounds.md)"))
             except RecordError as exc:
                 rows.append(Finding("wrong-type", ERROR, name, f"not a session state: {exc}; "
                                     "the session's next hook writes a fresh file (its bytes are kept in quarantine/)"))
@@ -181,7 +190,7 @@ def _sessions(store, home: Path) -> tuple[int, list[Finding], list[tuple[Path, C
         _, problems, folded = store._read_session(sid)  # the store's own reading: copies whose content is ours
         copy_paths = {str(f.path) for f in folded}
         for p in problems:
-            if p.path in copy_paths:
+            if p.path in copy_paths or (p.kind == "future-stamp" and Path(p.path).parent != home):
                 rows.append(_problem_finding(p, home, store.shard_path(), copy_paths))
         found += [(f.path, f.copy) for f in folded]
     return count, rows, found
@@ -288,7 +297,7 @@ def _git(home: Path) -> tuple[Path | None, list[Finding]]:
     return top, rows
 
 
-def _encryption(local, store, synced: tuple[Path, ...]) -> list[Finding]:
+def _encryption(local, store, synced: tuple[Path, ...], snap=None) -> list[Finding]:
     """Issue 5's findings: sealed values whose key id this machine does not hold, damaged key files,
     keys inside the synced dir... from ``subconscious.blockcache.encryption_findings`` (read-only)."""
     try:
@@ -296,8 +305,11 @@ def _encryption(local, store, synced: tuple[Path, ...]) -> list[Finding]:
         from ..keys import KeyRing
     except ImportError:  # encryption not part of this installation
         return []
+    from ..keys import policy_of
+
     rows = []
-    for item in encryption_findings(store, KeyRing.load(local.keys), synced_dirs=synced):
+    policy = policy_of(snap.settings) if snap is not None else None  # the snapshot read already: not again
+    for item in encryption_findings(store, KeyRing.load(local.keys), synced_dirs=synced, policy=policy):
         get = item.get if isinstance(item, Mapping) else (lambda k, d=None, i=item: getattr(i, k, d))
         severity = get("severity", WARNING)
         path = str(get("path", "") or "")
@@ -317,6 +329,9 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
 
     t0 = time.monotonic()
     findings, home = letta_home_findings(env, cwd)
+    from .plugin import findings as plugin_install
+
+    findings += plugin_install(env)
     report = Report(home, None, findings)
     if home is None:
         report.elapsed_s = time.monotonic() - t0
@@ -332,6 +347,23 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
     now = time.time()
     now_ms = int(now * 1000) if now_ms is None else now_ms
     store = Store(home, host.id, local.locks, local.clocks, host_name=host.name, read_only=True)
+    # one snapshot: each file of the home read once (sessions are read by three checks: their views,
+    # gc's facts, the encryption scan), each directory opened once (state/fs.py's holding)
+    held = store.fs.holding(remember=True)
+    try:
+        with held:
+            _home_findings(report, store, home, host, local, now, now_ms, skew_threshold_s)
+    finally:
+        held.close()
+    report.findings += _locks(local.locks, DEFAULT_TIMEOUT, now)
+    report.git_top, git_rows = _git(home)
+    report.findings += git_rows
+    report.elapsed_s = time.monotonic() - t0
+    return report
+
+
+def _home_findings(report: Report, store, home: Path, host, local, now: float, now_ms: int,
+                   skew_threshold_s: float) -> None:
     if home.is_dir():
         snap = store.read()
         copy_paths = {str(c.path) for c in snap.copies}
@@ -339,6 +371,8 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
             report.findings.append(_problem_finding(problem, home, store.shard_path(), copy_paths))
         n_sessions, session_rows, session_copies = _sessions(store, home)
         report.findings += session_rows
+        for problem in store.session_files.floor_problems():
+            report.findings.append(_problem_finding(problem, home, store.shard_path(), copy_paths))
         for found in snap.copies:
             report.findings.append(_copy_finding(home, found.path, found.copy))
         for path, copy in session_copies:
@@ -350,8 +384,18 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
         report.findings += stale_shards(snap.shards, host.id, host.name, now_ms, TOMBSTONE_RETENTION_MS)
         from .retire import gc_due
 
-        report.findings += gc_due(store, local.root, now_ms, snap)
-        shards, shard_rows = _read_shards(home, host.id)
+        read_problems: list = []
+        report.findings += gc_due(store, local.root, now_ms, snap, read_problems)
+        # stamps beyond the bound in any version of any session (a host's version too: _sessions reads
+        # host versions only of sessions with conflict copies), each file once
+        reported = {(f.kind, f.path) for f in report.findings}
+        for problem in read_problems:
+            if problem.kind == "future-stamp":
+                finding = _problem_finding(problem, home, store.shard_path(), copy_paths)
+                if (finding.kind, finding.path) not in reported:
+                    reported.add((finding.kind, finding.path))
+                    report.findings.append(finding)
+        shards, shard_rows = _read_shards(home, host.id, store.fs)
         report.findings += shard_rows
         report.findings += session_splits(shards, snap.raw)
         report.findings += split_brain(shards, snap.settings.get("agentId"))
@@ -359,7 +403,7 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
         report.findings += legacy_unadopted(snap.raw, merge_raw([s.conversations for s in shards]))
         report.findings += quarantine_note(_quarantine(home))
         report.findings += _temp_files(home, now)
-        report.findings += _encryption(local, store, (home.parent.parent, home))
+        report.findings += _encryption(local, store, (home.parent.parent, home), snap)
         live = snap.live
         report.counts = {
             "sessions": n_sessions, "conversations": len(live), "tombstones": len(snap.raw) - len(live),
@@ -372,8 +416,3 @@ def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFA
     else:
         report.findings.append(Finding("letta-home", INFO, str(home), "no state here yet (nothing written)"))
         report.counts = {"sessions": 0, "conversations": 0, "tombstones": 0, "hosts": 0, "conflict_copies": 0}
-    report.findings += _locks(local.locks, DEFAULT_TIMEOUT, now)
-    report.git_top, git_rows = _git(home)
-    report.findings += git_rows
-    report.elapsed_s = time.monotonic() - t0
-    return report

@@ -11,13 +11,17 @@ ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 _RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 
-# Every kind doctor knows, with what it means (shown by --json consumers and the README).
+# Every kind doctor knows, with what it means (shown by --json consumers; listed in docs/several-machines.md, "subconscious doctor").
 KINDS: dict[str, str] = {
     "conflict-copy": "a sync engine's conflict copy of one of our files (folded by --fix, kept under backups/)",
     "missing-view": "conversations.json, or a session file whose conflict copies exist, is missing (rclone bisync "
                     "renames both versions away); rebuilt by --fix and by the next write",
     "git-conflict-markers": "a state file with git conflict markers (merged by --fix, original kept in quarantine/)",
     "unparseable": "a state file that is not valid JSON (bytes kept in quarantine/)",
+    "future-stamp": "a stamp or floor beyond this machine's clock + 24 h (a wrong clock or a crafted file): "
+                    "never followed, never adopted; such versions count as the oldest of their key",
+    "adopted-hidden": "upstream's entries not shown because an adoption record says they were adopted already, "
+                      "while no shard holds their key (a stale rewrite of long-deleted entries, or a forged record)",
     "invalid-entry": "entries of a state file that are not of our format (skipped, bytes kept)",
     "wrong-type": "a state file whose JSON is not what it should be (bytes kept)",
     "unreadable": "a state file that cannot be read (permissions?)",
@@ -41,6 +45,8 @@ KINDS: dict[str, str] = {
                    "under backups/)",
     "gc-due": "sessions with no activity for longer than 30 days on every machine, or backups/ and quarantine/ "
               "files that old: `subconscious gc` retires them (--dry-run shows which)",
+    "plugin-install": "the plugin's own install (hooks/setup): its Python, version, whether it starts, the last "
+                      "set-up's result",
     "encryption": "encryption findings (from subconscious.blockcache.encryption_findings, which names its own "
                   "kinds: unknown key ids, damaged key files, keys inside the synced dir, ...)",
 }

@@ -35,14 +35,15 @@ def stale_shards(shards: Mapping[str, object], this_host: str, this_name: str, n
     return rows
 
 
-def gc_due(store, local_root, now_ms: int, snap=None) -> list[Finding]:
-    """A note when ``subconscious gc`` (default age) would retire sessions or prune set-aside files."""
+def gc_due(store, local_root, now_ms: int, snap=None, problems: list | None = None) -> list[Finding]:
+    """A note when ``subconscious gc`` (default age) would retire sessions or prune set-aside files
+    (``problems``: what reading every session found is appended to it)."""
     from ..gc import make_plan
     from ..state.retention import DEFAULT_AGE, parse_age
 
     from .findings import INFO
 
-    plan = make_plan(store, local_root, age_ms=parse_age(DEFAULT_AGE), now_ms=now_ms, snap=snap)
+    plan = make_plan(store, local_root, age_ms=parse_age(DEFAULT_AGE), now_ms=now_ms, snap=snap, problems=problems)
     if not plan.retire and not plan.prune:
         return []
     return [Finding("gc-due", INFO, "", f"{len(plan.retire)} session(s) have had no activity for over {DEFAULT_AGE} "

@@ -62,28 +62,17 @@ def hand_over(ctx: SessionContext, **changes) -> None:
     spawn_worker(ctx.session_id, local.cwd)
 
 
-TAIL_BYTES = 512 * 1024
-
-
 def note_lagging_answer(ctx: SessionContext, path: str, answer: str) -> bool:
     """Stop's ``last_assistant_message`` when the transcript file has not recorded it yet (Claude Code's docs
     say the file can lag): queued as a notice so the answer is delivered now, and its line left out when the
     file catches up. True when it was queued."""
     from .. import notices
-    from ..transcript import answer_digest, complete_lines, cut, redact
+    from ..answer_tail import lagging
+    from ..transcript import answer_digest, cut, redact
 
-    digest = answer_digest(answer)
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - TAIL_BYTES))
-            tail = f.read().decode("utf-8", errors="replace")
-    except OSError:
+    if not lagging(path, answer):  # recorded (its line delivers it), or the file unreadable
         return False
-    texts = notices.assistant_texts(complete_lines(tail))
-    if texts and notices.answer_recorded(answer, texts[-1:]):
-        return False  # recorded: its line delivers it
+    digest = answer_digest(answer)
     notices.add(ctx.sessions_dir, ctx.session_id, "answer", position(ctx, path), key="answer-" + digest,
                 digest=digest, text=redact(cut(answer, notices.ANSWER_CUT)))
     log.info("stop: the transcript has not recorded Claude's last answer yet; it is delivered from the hook's input")

@@ -43,26 +43,19 @@ def now_ms() -> int:
 def read_pages(page_of: Callable[[str | None], list[dict]], last_seen: str | None, page: int,
                max_pages: int = MAX_PAGES, time_left: Callable[[], float] = lambda: 1.0) -> tuple[list[dict], bool]:
     """Messages newest first, page after page (``before`` the oldest of the last page), until
-    ``last_seen`` is among them; returns (messages, whether ``last_seen`` was reached)."""
+    ``last_seen`` is among them; returns (messages, whether ``last_seen`` was reached). Pages by rows
+    (:mod:`subconscious.letta.paging`): a short page is not the end, only an empty one is."""
+    from ..letta.paging import Pages
+
     out: list[dict] = []
-    ids: set = set()
-    before = None
-    for _ in range(max_pages):
-        batch = page_of(before)
-        if not batch or batch[0].get("id") in ids:  # the end, or a server that ignores ``before``
-            return out, False
+    pages = Pages(page_of, max_pages=max_pages, time_left=time_left)
+    for batch in pages:
         out += batch
-        ids.update(m.get("id") for m in batch)
-        if last_seen is not None and last_seen in ids:
+        if last_seen is not None and any(m.get("id") == last_seen for m in batch):
             return out, True
-        before = batch[-1].get("id")
-        if len(batch) < page or not isinstance(before, str) or not before:
-            return out, False
-        if time_left() < 1.0:
-            break
-    if last_seen is not None:
-        log.warning("messages: more than %d messages since the last one shown (or the server is slow); "
-                    "older ones are not shown", len(out))
+    if last_seen is not None and not pages.complete:
+        log.warning("messages: more than %d messages since the last one shown (or the server is slow: %s); "
+                    "older ones are not shown yet", len(out), pages.stopped)
     return out, False
 
 
@@ -107,28 +100,16 @@ def watermark_change(look, conv: str, mark: str | None, also: Callable | None = 
     return change
 
 
-def fetch_injection(ctx: SessionContext, *, page: int, budget: float, pre_tool: bool) -> Output | None:
-    session = ctx.store.session(ctx.session_id)
-    if session is None or not session.conversation_id:
-        raise Skip("no conversation for this session yet (SessionStart has not run or failed)")
-    local = ctx.local
-    full = ctx.settings.mode == "full"
-    from ..context import as_block, look_back, pre_tool_injection, prompt_injection
-
-    keyring = cached = None
-    if full:
-        from ..blockcache import open_blocks
-        from ..keys import KeyRing
-
-        keyring = KeyRing.load(ctx.rt.local.keys)
-        cached = open_blocks(session.last_block_values, keyring, ctx.session_id)  # {} = nothing readable here
+def page_reader(ctx: SessionContext, conv: str, page: int, budget: float, *,
+                strict: bool = True) -> Callable[[str | None], list[dict]]:
+    """Reads one page of ``conv``'s messages, newest first, before a message id (None: the newest), through
+    the stdlib client within the hook's ``budget``: the notes look-back's and the re-injection's page.
+    ``strict``: an answer that is not a list is a LettaProtocolError (else: an empty page, the end)."""
     from ..letta import lite  # stdlib reads: these hooks skip httpx's import cost
     from ..letta.config import check_id
     from ..letta.errors import LettaProtocolError
 
-    ctx.require_key()
     s = ctx.settings
-    conv, base = session.conversation_id, session.last_seen_message_id
     path = f"conversations/{check_id(conv, 'conversation id')}/messages"
 
     def page_of(before: str | None) -> list[dict]:
@@ -138,9 +119,37 @@ def fetch_injection(ctx: SessionContext, *, page: int, budget: float, pre_tool: 
         body = lite.get_json(s.base_url, path, api_key=s.api_key, params=params, timeout=ctx.remaining(budget),
                              what=f"listing messages of {conv}")
         if not isinstance(body, list):
+            if not strict:
+                return []
             raise LettaProtocolError("listing messages: the answer is not a list", "", detail=str(body)[:200])
-        return [m for m in body if isinstance(m, dict)]
+        return [m for m in body if isinstance(m, dict)] if strict else body
 
+    return page_of
+
+
+def fetch_injection(ctx: SessionContext, *, page: int, budget: float, pre_tool: bool) -> Output | None:
+    session = ctx.store.session(ctx.session_id)
+    if session is None or not session.conversation_id:
+        raise Skip("no conversation for this session yet (SessionStart has not run or failed)")
+    local = ctx.local
+    full = ctx.settings.mode == "full"
+    from ..context import as_block, look_back, pre_tool_injection, prompt_injection
+
+    keyring = cached = policy = None
+    if full:
+        from ..blockcache import machine_policy, open_cached
+        from ..keys import KeyRing
+
+        keyring = KeyRing.load(ctx.rt.local.keys)
+        policy = machine_policy(ctx.store, keyring)  # the shared setting as this machine's pin allows
+        # {} = nothing readable here; a plain, retired-key or older value while on is refused (logged)
+        cached = open_cached(ctx.store, keyring, ctx.session_id, session.last_block_values, policy)
+    from ..letta import lite  # stdlib reads: these hooks skip httpx's import cost
+
+    ctx.require_key()
+    s = ctx.settings
+    conv, base = session.conversation_id, session.last_seen_message_id
+    page_of = page_reader(ctx, conv, page, budget)
     messages, found = read_pages(page_of, base, page,
                                  time_left=lambda: budget - (time.monotonic() - ctx.event.started))
     blocks = []
@@ -177,11 +186,10 @@ def fetch_injection(ctx: SessionContext, *, page: int, budget: float, pre_tool: 
             return
         also = None
         if new_values is not None:
-            from ..blockcache import with_blocks
-            from ..keys import read_policy
+            from ..blockcache import seen_versions, with_blocks
 
-            policy = read_policy(ctx.store)
-            also = lambda state: with_blocks(state, new_values, keyring, policy)[0]  # noqa: E731
+            seen = seen_versions(ctx.store, keyring, ctx.session_id) if policy and policy.enabled else None
+            also = lambda state: with_blocks(state, new_values, keyring, policy, seen)[0]  # noqa: E731
         ctx.store.update_session(ctx.session_id, watermark_change(look, conv, mark, also))
 
     if not injection.text:

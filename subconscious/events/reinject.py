@@ -6,7 +6,9 @@ context: Claude Code keeps it after the compaction boundary):
 - full mode: the memory blocks, as on a first prompt; recorded as shown (``lastBlockValues``), so the
   next prompt shows only what changed since;
 - whisper mode: the agent's most recent notes that were shown before (up to the session's watermark; for
-  ``/clear``, those of the session it ended, found through the note SessionEnd left on this machine).
+  ``/clear``, those of the session it ended, found through the note SessionEnd left on this machine),
+  found by paging back by rows however far the watermark is (up to ``MAX_PAGES`` pages; past that, a
+  logged reason; a server too slow to page back leaves the mark for the next SessionStart).
 
 Notes that are new (past the watermark) are left to the next prompt or tool call, as always. The mark
 (``reinject`` in the machine-local session file, set by SessionStart before anything else) is cleared only once the text
@@ -27,7 +29,9 @@ REPLACED = ("compact", "clear")
 RECENT_NOTES = 5
 NOTE_CUT = 1500
 PAGE = 50
+MAX_PAGES = 40  # 2,000 messages back: past that the notes are given up on (logged)
 CLEARED_WITHIN_S = 120.0
+SLOW = "the server did not answer in time"
 
 HEADER = {
     "compact": "Claude Code compacted this session, so what your subconscious had shared earlier is no longer "
@@ -51,30 +55,34 @@ def _cleared_session(ctx: SessionContext) -> str | None:
     return sid if isinstance(sid, str) and sid != ctx.session_id else None
 
 
-def _shown_notes(ctx: SessionContext, conv: str, watermark: str | None, budget: float) -> list:
-    """The newest notes at or before ``watermark`` (the ones shown), newest first."""
+def _shown_notes(ctx: SessionContext, conv: str, watermark: str | None, budget: float) -> tuple[list, str | None]:
+    """The newest notes at or before ``watermark`` (the ones shown), newest first, paged back by rows
+    however far the watermark is (the hot-fetch shortcut leaves it up to a page behind; a long stretch
+    of tool calls puts it pages back), at most ``MAX_PAGES`` pages. Returns (notes, why the look-up
+    stopped short: None when it found what there is)."""
     from ..context import as_message
-    from ..letta import lite
-    from ..letta.config import check_id
+    from ..letta.paging import END, OUT_OF_TIME, STUCK, Pages
+    from .messages import page_reader
 
     if not watermark:
-        return []
-    s = ctx.settings
-    body = lite.get_json(s.base_url, f"conversations/{check_id(conv, 'conversation id')}/messages",
-                         api_key=s.api_key, params={"limit": PAGE, "order": "desc"},
-                         timeout=ctx.remaining(budget), what=f"listing messages of {conv}")
+        return [], None
+    page_of = page_reader(ctx, conv, PAGE, budget, strict=False)
     out, reached = [], False
-    for m in body if isinstance(body, list) else []:
-        if not isinstance(m, dict):
-            continue
-        reached = reached or m.get("id") == watermark
-        if reached and m.get("message_type") == "assistant_message":
-            note = as_message(m)
-            if note.content.strip() and all(n.id != note.id for n in out):
-                out.append(note)
-        if len(out) >= RECENT_NOTES:
-            break
-    return out
+    pages = Pages(page_of, max_pages=MAX_PAGES, time_left=lambda: ctx.remaining(budget))
+    for batch in pages:
+        for m in batch:
+            reached = reached or m.get("id") == watermark
+            if reached and m.get("message_type") == "assistant_message":
+                note = as_message(m)
+                if note.content.strip() and all(n.id != note.id for n in out):
+                    out.append(note)
+            if len(out) >= RECENT_NOTES:
+                return out, None
+    if pages.stopped in (END, STUCK):
+        return out, None  # the whole conversation read: these are all there are
+    if pages.stopped == OUT_OF_TIME:
+        return out, SLOW
+    return out, "the last note shown is more than %d messages back" % (MAX_PAGES * PAGE)
 
 
 def fit_notes(header: str, agent_name: str, notes: list) -> str | None:
@@ -118,19 +126,26 @@ def injection(ctx: SessionContext, source: str | None, conv: str, *, budget: flo
     else:
         source_sid = _cleared_session(ctx) if why == "clear" else ctx.session_id
         source_state = ctx.store.session(source_sid) if source_sid else None
-        notes = []
+        notes, short = [], None
         if source_state is not None and source_state.conversation_id:
-            notes = _shown_notes(ctx, source_state.conversation_id, source_state.last_seen_message_id, budget)
+            notes, short = _shown_notes(ctx, source_state.conversation_id, source_state.last_seen_message_id,
+                                        budget)
+        if short is not None and not notes:
+            if short == SLOW:  # the mark stays: the next SessionStart tries again
+                log.warning("session-start: the notes to show again after the %s were not found yet (%s)", why, short)
+                return None
+            log.warning("session-start: nothing shown again after the %s: %s", why, short)
         notes = [AgentMessage(n.id, n.date, n.content if len(n.content) <= NOTE_CUT else n.content[:NOTE_CUT] + "…")
                  for n in reversed(notes)]
         text = fit_notes(HEADER[why], local.agent_name, notes)
 
     def written() -> None:
         if values is not None:
-            from ..blockcache import with_blocks
-            from ..keys import KeyRing, read_policy
+            from ..blockcache import machine_policy, with_blocks
+            from ..keys import KeyRing
 
-            keyring, policy = KeyRing.load(ctx.rt.local.keys), read_policy(ctx.store)
+            keyring = KeyRing.load(ctx.rt.local.keys)
+            policy = machine_policy(ctx.store, keyring)  # the shared setting as this machine's pin allows
 
             def record(cur):
                 if cur is None or cur.conversation_id != conv:

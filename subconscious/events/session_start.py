@@ -43,11 +43,32 @@ def conversation_for(ctx: SessionContext, client, agent_id: str) -> str:
         # upstream's legacy entry (a bare conversation id): keep the conversation, record its agent
         ctx.store.put_conversation(ctx.session_id, entry.conversation_id, agent_id)
         return entry.conversation_id
+    retired = ctx.store.retired_conversation(ctx.session_id) if entry is None else None
+    if retired is not None and retired.get("agentId") == agent_id and _safe_id(retired["conversationId"]):
+        # gc retired it (on this or another machine) and it comes back: the same conversation, never a new
+        # one that would get the whole transcript again (begin() restores the cursor from the record)
+        ctx.store.put_conversation(ctx.session_id, retired["conversationId"], agent_id)
+        log.info("session-start: session %s comes back after gc: conversation %s, cursor %s kept", ctx.session_id,
+                 retired["conversationId"], retired.get("cursor", -1))
+        return retired["conversationId"]
     conv = client.create_conversation(agent_id)["id"]
     if entry is not None:
         log.info("session-start: agent changed (%s → %s); new conversation %s", entry.agent_id, agent_id, conv)
     ctx.store.put_conversation(ctx.session_id, conv, agent_id)
     return conv
+
+
+def _safe_id(conv: str) -> bool:
+    """A conversation id from the shared home that is safe to use (it goes into URL paths)."""
+    from ..letta.config import LettaConfigError, check_id
+
+    try:
+        check_id(conv, "conversation id")
+        return True
+    except LettaConfigError:
+        log.warning("session-start: the retirement record's conversation id %r is not a Letta id; not reused",
+                    conv[:80])
+        return False
 
 
 class _LiteConversations:
@@ -104,7 +125,44 @@ def handle(event: HookEvent) -> str | None:
     spawn_worker(ctx.session_id, event.cwd or os.getcwd())
     from .reinject import injection  # after /compact or /clear: what Claude knew, shown again once
 
-    return injection(ctx, event.data.get("source"), conv)
+    return with_notice(injection(ctx, event.data.get("source"), conv), encryption_notice(ctx))
+
+
+def encryption_notice(ctx: SessionContext) -> str | None:
+    """One line for the user when this machine does not follow the home's shared encryption setting (turned
+    off, or pulled back to an older key, from the synced folder): the hooks go on under this machine's pin,
+    and the user hears it at the start of every session, not only in the log (issue 29)."""
+    if not os.path.isdir(os.path.join(os.path.dirname(ctx.rt.local.keys), "encryption")):
+        return None  # no pin on this machine (never had encryption on here): the shared setting is followed
+    try:
+        from ..blockcache import machine_policy
+        from ..keys import KeyRing
+
+        pinned = machine_policy(ctx.store, KeyRing.load(ctx.rt.local.keys)).pinned
+    except Exception as exc:  # noqa: BLE001 - a notice never stops a session from starting
+        log.debug("session-start: encryption setting not checked: %s", exc)
+        return None
+    return f"subconscious: the shared encryption setting is not followed on this machine: {pinned}" if pinned else None
+
+
+def with_notice(out: str | None, notice: str | None) -> str | None:
+    """``out`` (SessionStart's JSON, or nothing) with ``notice`` as its ``systemMessage`` (shown to the user)."""
+    if not notice:
+        return out
+    import json
+
+    from .messages import Output
+
+    try:
+        doc = json.loads(out) if out else {}
+    except ValueError:
+        return out
+    if not isinstance(doc, dict):
+        return out
+    doc["systemMessage"] = (doc.get("systemMessage") + "\n" if doc.get("systemMessage") else "") + notice
+    merged = Output(json.dumps(doc))
+    merged.written = getattr(out, "written", None)
+    return merged
 
 
 def record_home(ctx: SessionContext) -> None:
@@ -122,7 +180,11 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
     """SessionStart's work (also done by the first Stop of a session whose SessionStart failed): the
     conversation, the session file, the start message queued for the worker. Returns the conversation id."""
     record_home(ctx)
+    # read before the conversation is recorded again: gc's retirement record, if the session comes back
+    revived = ctx.store.retired_conversation(ctx.session_id) if ctx.store.session(ctx.session_id) is None else None
     agent_id, agent_name, conv = agent_and_conversation(ctx)
+    if revived is not None and revived["conversationId"] != conv:
+        revived = None  # another agent's conversation: a new one was made, it starts afresh
     fresh = []
     cwd = event.cwd or os.getcwd()
     local = localsession.load(ctx.sessions_dir, ctx.session_id)
@@ -138,8 +200,12 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
 
     project = identify(local.project_root, machine=ctx.rt.host.name)
 
+    cursor = revived.get("cursor", -1) if revived is not None else -1
+
     def record(cur: SessionState | None) -> SessionState:
-        base = cur or SessionState(ctx.session_id, started_at=now_iso())
+        # a session gc retired that comes back goes on from its cursor (nothing it delivered is sent again)
+        base = cur or SessionState(ctx.session_id, started_at=now_iso(), last_processed_index=cursor,
+                                   conversation_id=conv if revived is not None else None)
         fresh[:] = [base.conversation_id != conv]
         if base.conversation_id != conv:  # a new conversation has seen no messages and no blocks
             base = base.evolve(last_seen_message_id=None, last_block_values=None)
@@ -164,7 +230,7 @@ def begin(ctx: SessionContext, event: HookEvent) -> str:
     # the start message, once per conversation: a resumed or compacted session's conversation has it (an
     # upstream session resumed here has no start_for yet: its conversation had one too)
     source = event.data.get("source")
-    if local.start_for != conv and (any(fresh) or source not in RESUMED):
+    if local.start_for != conv and revived is None and (any(fresh) or source not in RESUMED):
         local.start_attempted = False
         local.pending_start = session_start_message(
             project=project, path=local.project_root,

@@ -46,6 +46,12 @@ def _timeout(value: TimeoutArg, default: httpx.Timeout) -> httpx.Timeout:
     return httpx.Timeout(float(value))
 
 
+def _within(limit: float | None, left: float) -> float:
+    """A wait of at most ``limit`` seconds (None: no limit) that also ends when ``left`` seconds have passed."""
+    left = max(left, 0.001)
+    return left if limit is None else min(limit, left)
+
+
 def _seconds(t: httpx.Timeout) -> str:
     vals = [v for v in (t.connect, t.read, t.write, t.pool) if v is not None]
     return f"{max(vals):g} s" if vals else "no limit"
@@ -282,16 +288,18 @@ class LettaClient:
 
     def _pages(self, conversation_id: str, order: str, cursor: str | None, page: int, max_pages: int,
                timeout: TimeoutArg) -> Iterator[dict]:
-        for _ in range(max_pages):
-            batch = self.list_messages(conversation_id, limit=page, order=order, timeout=timeout,
-                                       **{"after" if order == "asc" else "before": cursor})
+        from .paging import MAX_PAGES, Pages
+
+        def fetch(cur):
+            return self.list_messages(conversation_id, limit=page, order=order, timeout=timeout,
+                                      **{"after" if order == "asc" else "before": cur})
+
+        pages = Pages(fetch, cursor=cursor, max_pages=max_pages)
+        for batch in pages:
             yield from batch
-            ids = [m.get("id") for m in batch if isinstance(m.get("id"), str)]
-            if not ids or ids[-1] == cursor:
-                return
-            cursor = ids[-1]
-        raise LettaProtocolError(f"listing messages of {conversation_id}: more than {max_pages * page} messages to read",
-                                 "the look-up was cut short; it is retried later")
+        if pages.stopped == MAX_PAGES:
+            raise LettaProtocolError(f"listing messages of {conversation_id}: more than {max_pages * page} messages "
+                                     "to read", "the look-up was cut short; it is retried later")
 
     def get_run(self, run_id: str, *, timeout: TimeoutArg = None) -> dict:
         """A run ({id, status: created|running|completed|failed|cancelled, stop_reason, …})."""
@@ -336,33 +344,86 @@ class LettaClient:
         path = f"conversations/{check_id(conversation_id, 'conversation id')}/messages"
         body = self._message_body(messages, client_tools, max_steps, True, stream_tokens)
         t = _timeout(timeout, httpx.Timeout(60.0, connect=5.0))
-        deadline = time.monotonic() + total_timeout if total_timeout else None
         started = time.monotonic()
+        deadline = started + total_timeout if total_timeout else None
+        if deadline is not None:  # no wait for data, the response's head included, may end past the deadline
+            t = httpx.Timeout(connect=t.connect, read=_within(t.read, total_timeout), write=t.write, pool=t.pool)
+
+        def over() -> LettaTimeoutError:
+            return LettaTimeoutError(f"{what} took longer than {total_timeout:g} s",
+                                     "the agent run continues on the server; read the conversation later")
+
+        def text(resp: httpx.Response) -> Iterator[str]:
+            """The body's text, the deadline checked on every chunk whatever it holds (keep-alive comments and
+            a trickle of bytes too), and each next read allowed only what remains of the total."""
+            timeouts = resp.request.extensions.get("timeout")
+            for chunk in resp.iter_text():
+                if deadline is None:
+                    yield chunk
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise over()
+                if isinstance(timeouts, dict):  # httpcore reads it before each read of the socket
+                    timeouts["read"] = _within(t.read, left)
+                yield chunk
+
+        def whole(resp: httpx.Response) -> None:
+            """Read an answer that is not the stream (an error, another content type) inside the deadline too: a
+            server that trickles it kept ``ask`` past its limit while ``read()`` waited for the end."""
+            if deadline is None:
+                resp.read()
+                return
+            timeouts, chunks, size = resp.request.extensions.get("timeout"), [], 0
+            for chunk in resp.iter_bytes():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise over()
+                if isinstance(timeouts, dict):
+                    timeouts["read"] = _within(t.read, left)
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > 1 << 20:  # enough to say what it was
+                    break
+            resp._content = b"".join(chunks)  # what read() keeps: .text and .json() read it
+
         failure: LettaError | None = None
+        guard = _DeadlineGuard(self._http, deadline - time.monotonic() + 0.2) if deadline is not None else None
         try:
             with self._http.stream("POST", path, json=body, timeout=t, follow_redirects=False,
-                                   headers={"Accept": "text/event-stream"}) as resp:
+                                   headers={"Accept": "text/event-stream"},
+                                   extensions={"trace": guard.trace} if guard else None) as resp:
                 log.debug("POST %s (stream) -> %d in %.0f ms", path, resp.status_code,
                           (time.monotonic() - started) * 1000)
                 if 300 <= resp.status_code < 400:
                     raise self._redirect_error(what, resp)
                 if resp.status_code >= 400:
-                    resp.read()
+                    whole(resp)
                     raise self._http_error(what, resp)
                 ctype = resp.headers.get("content-type", "")
                 if "text/event-stream" not in ctype:
-                    resp.read()
+                    whole(resp)
                     raise LettaProtocolError(f"{what}: expected an event stream, got {ctype or 'no content type'}",
                                              f"is LETTA_BASE_URL ({self._where()}) a Letta server?",
                                              detail=self._redact(resp.text[:200]))
-                for item in letta_stream(resp.iter_text()):
+                for item in letta_stream(text(resp)):
                     yield item
                     if deadline is not None and time.monotonic() > deadline:
-                        raise LettaTimeoutError(f"{what} took longer than {total_timeout:g} s",
-                                                "the agent run continues on the server; read the conversation later")
+                        raise over()
+            if guard is not None and guard.fired:  # the stream ended because the guard cut it
+                raise over()
+        except LettaTimeoutError:
+            raise
+        except LettaError:
+            if guard is None or not guard.fired:
+                raise
+            failure = over()  # what the cut made of the stream ("ended early", a cut event) is the deadline
         except httpx.HTTPError as e:
-            failure = self._transport_error(what, e, t)
+            failure = over() if deadline is not None and (guard.fired or isinstance(e, httpx.TimeoutException)) and \
+                time.monotonic() >= deadline - 0.05 else self._transport_error(what, e, t)
         finally:
+            if guard is not None:
+                guard.cancel()
             log.debug("POST %s (stream) closed after %.0f ms", path, (time.monotonic() - started) * 1000)
         if failure is not None:
             raise failure  # outside the except block: no chain to the httpx error (see _request)
@@ -405,3 +466,55 @@ class LettaClient:
                                                max_steps=max_steps, timeout=timeout, total_timeout=total_timeout)
         return self.send_message(conversation_id, [msg], client_tools=client_tools, max_steps=max_steps,
                                  timeout=timeout)
+
+
+class _DeadlineGuard:
+    """Ends a request at its deadline whatever the server sends. httpcore takes one read timeout for the whole
+    response head (up to 16 KiB of it), so a server trickling the head a byte at a time beat every per-read
+    bound; at the deadline this shuts down the sockets the request can be reading (shutdown, not close: a read
+    blocked in another thread returns at once), and the read fails there. The sockets: the connection the
+    request opened (httpcore's documented ``trace`` extension hands it over) and, for a kept-alive one it
+    reused, the pool's busy connections (best effort: httpcore's internals, looked up defensively)."""
+
+    def __init__(self, http: httpx.Client, left: float):
+        import threading  # only the calls with a total limit (ask) pay for it
+
+        self._http, self._socks, self.fired = http, [], False
+        self._timer = threading.Timer(max(0.0, left), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict) -> None:
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if hasattr(stream, "get_extra_info") else None
+            if sock is not None:
+                self._socks.append(sock)
+
+    def _busy_sockets(self) -> list:
+        pool = getattr(getattr(self._http, "_transport", None), "_pool", None)
+        found = []
+        for conn in list(getattr(pool, "connections", None) or ()):
+            try:
+                if conn.is_idle():
+                    continue
+                stream = getattr(getattr(conn, "_connection", None), "_network_stream", None)
+                sock = stream.get_extra_info("socket") if hasattr(stream, "get_extra_info") else None
+            except Exception:  # noqa: BLE001 - internals of another version: nothing to shut
+                continue
+            if sock is not None:
+                found.append(sock)
+        return found
+
+    def _fire(self) -> None:
+        import socket
+
+        self.fired = True
+        for sock in self._socks + self._busy_sockets():
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ValueError):
+                pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()

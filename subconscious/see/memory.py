@@ -148,9 +148,12 @@ def _agent(home, agent_id: str | None) -> dict:
 
 
 def _open_values(home):
-    from ..blockcache import open_blocks
+    from ..blockcache import machine_policy, open_blocks
+    from ..keys import policy_of
 
-    return lambda stored, sid: open_blocks(stored, home.keyring, sid)
+    # as the hooks read them: while encryption is on, a plain or retired-key value is nobody's snapshot
+    policy = machine_policy(home.store, home.keyring, policy_of(home.snapshot.settings))
+    return lambda stored, sid: open_blocks(stored, home.keyring, sid, policy)
 
 
 def snapshots(home, agent_id: str) -> list[dict]:

@@ -15,6 +15,9 @@ from __future__ import annotations
 import os
 
 PORT_VAR = "SUBCONSCIOUS_SERVE_PORT"
+# The client sends no hook input larger than this (read with this bound, never whole): a larger one (a Write of
+# a big file) goes without served context rather than hold the hook (bash reads a pipe a byte at a time).
+CLIENT_STDIN_LIMIT = 1 << 20
 # event in the URL path → (handler module, seconds the server waits for it: as hookrun.EVENTS, under the
 # hook timeouts of hooks.json, 10 and 5 s)
 ROUTES = {
@@ -35,7 +38,8 @@ def client_script() -> str:
     text = Path(__file__).with_name("client.bash").read_text(encoding="utf-8")
     text = "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))
     for name, value in (("TOKEN_HEADER", TOKEN_HEADER), ("TOKEN_VAR", TOKEN_VAR), ("ENV_HEADER", ENV_HEADER),
-                        ("FORWARDED_VARS", " ".join(FORWARDED_VARS))):
+                        ("FORWARDED_VARS", " ".join(FORWARDED_VARS)),
+                        ("STDIN_LIMIT_PLUS_1", str(CLIENT_STDIN_LIMIT + 1)), ("STDIN_LIMIT", str(CLIENT_STDIN_LIMIT))):
         text = text.replace(f"@{name}@", value)
     if "@" in text:
         raise RuntimeError("client.bash has a place client_script does not fill")

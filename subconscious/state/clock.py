@@ -76,3 +76,37 @@ def tick(previous: Stamp, now_ms: int, seen: Stamp = ZERO) -> Stamp:
 
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+# How far ahead of this machine's clock a stamp from elsewhere may be and still count: clocks of machines that
+# share a home drift by seconds, a machine without NTP by minutes; a day covers a wrong time zone setting too.
+# Beyond it a stamp is a broken clock or a crafted file: `subconscious import` refuses such entries (they would
+# win every later merge). doctor warns from DEFAULT_SKEW_S (two minutes) on.
+ALLOWED_SKEW_MS = 24 * 3600 * 1000
+
+
+def bound(now_ms: int) -> Stamp:
+    """The largest stamp that counts on a machine whose clock reads ``now_ms``: a floor or stamp beyond
+    ``now + ALLOWED_SKEW_MS`` is a broken clock or a crafted file. It is reported, never followed by the
+    clock, never adopted as a floor; a version carrying it is ordered as the oldest version of its key
+    (see docs/scale-and-bounds.md)."""
+    return Stamp(min(max(now_ms, 0) + ALLOWED_SKEW_MS, MAX_WALL), MAX_COUNT)
+
+
+# How far ahead of this machine's clock the clock follows other hosts' stamps (hybrid logical clock with a
+# max-drift bound): far less than a reader accepts, so what a correct host writes after reading a host a day
+# ahead is still inside the bound of a host a minute behind. A version stamped beyond it that a write
+# replaces is recorded as *ahead* in the writer's shard and ordered as the oldest of its key by every
+# reader (see docs/scale-and-bounds.md, .bounds).
+FOLLOW_MS = 5 * 60 * 1000
+
+
+def follow_limit(now_ms: int) -> Stamp:
+    """The largest stamp this machine's clock follows at ``now_ms``."""
+    return Stamp(min(max(now_ms, 0) + FOLLOW_MS, MAX_WALL), 0)
+
+
+def within(stamp: Stamp, now_ms: int) -> Stamp:
+    """``stamp`` if it counts at ``now_ms``, else :data:`ZERO` (what the clock and a floor take instead)."""
+    return stamp if stamp <= bound(now_ms) else ZERO
+

@@ -7,7 +7,7 @@ directory the name sits in.  Two directories hold our files:
   (plus any ``extra`` fixed names the caller passes);
 * ``where="hosts"`` -- ``hosts/``: ``<host>.json`` shards.
 
-Engines and the names they give the losing copy (see sync/README.md):
+Engines and the names they give the losing copy (see docs/sync-engines.md):
 
 =================  ============================================================  ======
 engine             copy name                                                     weak?

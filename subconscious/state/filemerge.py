@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from .recordmerge import (  # noqa: F401  (re-exported: the merges callers and tests use)
     conversation_order,
@@ -34,6 +34,8 @@ from .recordmerge import (  # noqa: F401  (re-exported: the merges callers and t
     merge_shards,
     merge_views,
     setting_order,
+    view_order,
+    without_adopted,
     _fold_shards,
 )
 from .jsontext import Unparseable, loads_state
@@ -201,8 +203,10 @@ def _usable(version: Version, check: Callable[[Any], Any]) -> tuple[list[Any], s
     return good, why
 
 
-def merge_versions(base: Version | None, ours: Version, theirs: Version, path: str | None = None) -> MergeResult:
-    """Merge three versions of one of our files (``path`` as git's %P, if known)."""
+def merge_versions(base: Version | None, ours: Version, theirs: Version, path: str | None = None,
+                   adopted: Mapping[str, frozenset[str]] | None = None) -> MergeResult:
+    """Merge three versions of one of our files (``path`` as git's %P, if known; ``adopted``: the home's
+    adoption record, see :func:`~.recordmerge.merge_views`)."""
     kind = kind_of_path(path) or _guess_kind([ours, theirs, *([base] if base else [])])
     if kind is None:
         return MergeResult(None, None, ("neither side is a state file of ours (no JSON object in either)",),
@@ -251,16 +255,26 @@ def merge_versions(base: Version | None, ours: Version, theirs: Version, path: s
         merged = merge_shards(folded_base, o, t, host_of_path(path))
         return MergeResult(kind, render(kind, merged), tuple(notes), tuple(aside))
 
-    b = merge_map2(base_values, conversation_order) if base_values else None
-    o = merge_map2(sides[ours.label], conversation_order) if sides[ours.label] else (b or {})
-    t = merge_map2(sides[theirs.label], conversation_order) if sides[theirs.label] else (b or {})
-    return MergeResult(kind, render(kind, merge_views(b, o, t)), tuple(notes), tuple(aside))
+    # upstream's versions already adopted go first (each side of conflict markers too): they count once
+    def known(values: list) -> dict:
+        if len(values) == 1:
+            return values[0]  # merge_views takes out what was already adopted (as an untouched key)
+        out: dict = {}
+        for v in values:  # the sides of conflict markers: one version each, joined as the store joins them
+            out = merge_views(None, out, without_adopted(v, adopted) or {})
+        return out
+
+    b = known(base_values) if base_values else None
+    o = known(sides[ours.label]) if sides[ours.label] else (b or {})
+    t = known(sides[theirs.label]) if sides[theirs.label] else (b or {})
+    return MergeResult(kind, render(kind, merge_views(b, o, t, adopted)), tuple(notes), tuple(aside))
 
 
-def merge_bytes(base: bytes | None, ours: bytes, theirs: bytes, path: str | None = None) -> MergeResult:
+def merge_bytes(base: bytes | None, ours: bytes, theirs: bytes, path: str | None = None,
+                adopted: Mapping[str, frozenset[str]] | None = None) -> MergeResult:
     """:func:`merge_versions` from raw bytes (git's %O, %A, %B; an empty %O means no ancestor)."""
     b = read_version(base, "base") if base is not None and base.strip() else None
-    return merge_versions(b, read_version(ours, "ours"), read_version(theirs, "theirs"), path)
+    return merge_versions(b, read_version(ours, "ours"), read_version(theirs, "theirs"), path, adopted)
 
 
 def repair(raw: bytes, path: str | None = None) -> MergeResult:

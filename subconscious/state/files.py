@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,20 +91,23 @@ def set_aside(path: Path, raw: bytes, kind: str, root: Path, host: str) -> Path:
     return target
 
 
-def read_json(path: Path, *, root: Path, host: str, keep: bool = True) -> ReadResult:
+def read_json(path: Path, *, root: Path, host: str, keep: bool = True, fs=None) -> ReadResult:
     """Read ``path`` as JSON, recovering what can be recovered.
 
     Missing → no values. A symlink, FIFO, socket, device, directory or over-large file → no values and
     an ``unsafe-file`` problem: never followed, opened for reading or copied. Otherwise
     :func:`parse_json` of its bytes. The file itself is left untouched: the caller decides whether a
     regenerated version may replace it. ``keep=False`` (read-only callers such as ``status``) reports
-    without setting anything aside.
+    without setting anything aside. ``fs``: the file system to read through (a store's, confined to the
+    home: doctor reads each file once through it); the unconfined real one by default.
     """
-    linked = _linked_parent(Path(path), Path(root))
+    path, root = (p if isinstance(p, Path) else Path(p) for p in (path, root))
+    # a file directly in the root has no directory on the way (doctor reads 10,000 of them)
+    linked = None if os.path.dirname(os.fspath(path)) == os.fspath(root) else _linked_parent(path, root)
     if linked is not None:
         return ReadResult(problems=[Problem(UNSAFE, str(path), f"inside {linked}, a symbolic link to a directory: "
                                             "not read, never copied")], exists=True)
-    got = REAL.read(Path(path))
+    got = (fs or REAL).read(path)
     if got.status == "missing":
         return ReadResult()
     if got.status in ("symlink", "special", "too-large"):

@@ -17,7 +17,9 @@ The primitives are the ones whose atomicity the store's correctness argument use
 - :meth:`link` — create a name for an existing file only if the name is free (atomic), used both to
   publish where no file exists yet and, where ``exchange`` is not supported, to keep the replaced version;
 - :meth:`unlink`, :meth:`rename`, :meth:`listdir`, :meth:`makedirs`, :meth:`mtime`;
-- :meth:`lock` — the machine-local per-host lock (serialises the processes of one host, never hosts).
+- :meth:`lock` — the machine-local per-host lock (serialises the processes of one host, never hosts);
+- :meth:`wait_gone` — a short wait for a name to go away (a view's lease, :mod:`.viewlock`);
+  :meth:`wait_changed` — one for a torn view to be written on (:mod:`.writing`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+from _thread import get_ident
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +65,22 @@ class FS:
     def listdir(self, directory: Path) -> list[str]:
         raise NotImplementedError
 
+    def holding(self, remember: bool = False) -> "Held":
+        """For a bulk read (every session): ``with held:`` around each part of it, ``held.close()`` at
+        the end. Where the file system can, each directory read from is then opened once (safely, as every
+        read opens it) and its files are read relative to it, instead of opening the directories from the
+        root again for every file. ``remember``: a file read again inside the holding gets the bytes read
+        the first time (for a read-only report: one snapshot, each file read once). Reads outside a
+        ``with`` (or on another thread) are not affected."""
+        return Held(None)
+
+    def listing_token(self, directory: Path) -> tuple[int, ...] | None:
+        """(device, inode, modification time in ns, change time in ns) of ``directory``, which change
+        whenever a name in it does (the change time also when the modification time is put back, as
+        ``rsync -a``, Unison and ``touch -d`` do); None where that cannot be told (then a reader lists the
+        directory every time)."""
+        return None
+
     def put_temp(self, directory: Path, hint: str, data: bytes, *, durable: bool = True) -> Path:
         """Write ``data`` to a new private temp file in ``directory`` (named ``TEMP_PREFIX + hint + …``)."""
         raise NotImplementedError
@@ -77,6 +96,11 @@ class FS:
     def link(self, src: Path, dst: Path) -> bool:
         """Give the file at ``src`` the extra name ``dst`` if ``dst`` is free: True; False if ``dst``
         exists. Raises OSError where hard links are not supported (the caller falls back)."""
+        raise NotImplementedError
+
+    def create_new(self, path: Path, data: bytes) -> bool:
+        """Create ``path`` holding ``data`` only if the name is free (``O_CREAT | O_EXCL``: atomic on local
+        disks, NFSv3+ and SMB): True; False if it exists (a lease on a view, :mod:`.viewlock`)."""
         raise NotImplementedError
 
     def unlink(self, path: Path) -> bool:
@@ -102,6 +126,20 @@ class FS:
         """Context manager: the per-host lock."""
         raise NotImplementedError
 
+    def wait_gone(self, path: Path, seconds: float) -> None:
+        """Wait up to ``seconds`` for ``path`` to go away (another host's lease on a view: see
+        :mod:`.viewlock`); returns early or late, the caller looks again."""
+        import time
+
+        time.sleep(seconds)
+
+    def wait_changed(self, path: Path, seconds: float) -> None:
+        """Wait up to ``seconds`` for ``path`` to be written (an in-place writer finishing a torn view: see
+        :mod:`.writing`); returns early or late, the caller looks again."""
+        import time
+
+        time.sleep(seconds)
+
     def confined(self, root: Path) -> "FS":
         """This file system, refusing to go through a symbolic link below ``root`` (a ``hosts/`` linked
         elsewhere must not let the store read, copy or write what lies there). The root itself may be a
@@ -120,6 +158,44 @@ class FS:
             raise
 
 
+class Held:
+    """See :meth:`FS.holding`: the directory fds a bulk read holds open (``fs`` None: nothing held) and,
+    with ``remember``, the bytes of the files it read (a read-only report that reads a file several times,
+    doctor, reads it once). A holding made while another is entered on the same thread is that one."""
+
+    __slots__ = ("fs", "fds", "memo", "_was", "_owner")
+
+    MEMO_FILE_MAX = 1 << 20  # larger files are read again when asked for again
+    MEMO_MAX = 256 << 20  # bytes remembered in all
+
+    def __init__(self, fs: "RealFS | None", fds: dict | None = None, memo: dict | None = None, owner: bool = True):
+        self.fs = fs
+        self.fds: dict[str, int | None] = {} if fds is None else fds
+        self.memo = memo  # path -> Got (ok), and "" -> bytes remembered so far
+        self._was = None
+        self._owner = owner
+
+    def __enter__(self) -> "Held":
+        if self.fs is not None:
+            self._was = self.fs._held
+            self.fs._held = (get_ident(), self.fds, self.memo)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fs is not None:
+            self.fs._held = self._was
+            self._was = None
+
+    def close(self) -> None:
+        if not self._owner:
+            return
+        fds, self.fds = self.fds, {}
+        self.memo = None
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
+
+
 # --------------------------------------------------------------------------- the real one
 
 
@@ -127,6 +203,11 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# opening each directory below the root with O_NOFOLLOW, and the file relative to the last one, closes
+# the window between "is a directory on the way a link?" and the open by path (POSIX; not Windows)
+_AT = bool(_DIRECTORY and _NOFOLLOW) and os.open in os.supports_dir_fd and os.rename in os.supports_dir_fd
+_LINKED = "a directory on the way is a symbolic link; not written through it"
 
 
 def _exchange_impl():
@@ -146,22 +227,26 @@ def _exchange_impl():
         fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
         AT_FDCWD, RENAME_EXCHANGE = -100, 2
 
-        def swap(a: bytes, b: bytes) -> int:
-            return fn(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)
+        def swap(a: bytes, b: bytes, afd: int | None = None, bfd: int | None = None) -> int:
+            return fn(AT_FDCWD if afd is None else afd, a, AT_FDCWD if bfd is None else bfd, b, RENAME_EXCHANGE)
 
     elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):
         fn = libc.renamex_np
         fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint]
         RENAME_SWAP = 0x2
 
-        def swap(a: bytes, b: bytes) -> int:
+        def swap(a: bytes, b: bytes, afd: int | None = None, bfd: int | None = None) -> int:
+            if afd is not None or bfd is not None:  # renamex_np takes paths only: the check is all there is
+                raise ValueError("no directory fds here")
             return fn(a, b, RENAME_SWAP)
 
     else:
         return None
 
-    def call(a: Path, b: Path) -> bool:
-        if swap(os.fsencode(a), os.fsencode(b)) == 0:
+    call_at = sys.platform.startswith("linux")
+
+    def call(a, b, afd: int | None = None, bfd: int | None = None) -> bool:
+        if swap(os.fsencode(a), os.fsencode(b), afd, bfd) == 0:
             return True
         err = ctypes.get_errno()
         if err == errno.ENOENT:
@@ -170,10 +255,13 @@ def _exchange_impl():
             return False  # this file system cannot swap: the caller falls back
         raise OSError(err, os.strerror(err), str(b))
 
+    call.at = call_at  # takes directory fds (renameat2): see RealFS.exchange
     return call
 
 
 class RealFS(FS):
+    _held: tuple[int, dict, dict | None] | None = None  # (thread, directory fds, memo) of a bulk read: holding
+
     def __init__(self, root: Path | None = None) -> None:
         self._swap = ...  # resolved on first use (ctypes costs an import)
         self.root = None if root is None else Path(root)
@@ -189,13 +277,18 @@ class RealFS(FS):
         """Is a directory between the root and ``path`` (its parents below the root) a symbolic link?"""
         if self.root is None:
             return False
-        try:
-            rel = Path(path).parent.relative_to(self.root)
-        except ValueError:
+        # on strings, not Paths: this runs before every read (tens of thousands when every session is read)
+        root = os.fspath(self.root).rstrip(os.sep) or os.sep
+        parent = os.path.dirname(os.fspath(path))
+        if parent == root:
             return False
-        probe = self.root
-        for part in rel.parts:
-            probe = probe / part
+        if not parent.startswith(root + os.sep if root != os.sep else root):
+            return False
+        probe = root if root != os.sep else ""
+        for part in parent[len(probe):].split(os.sep):
+            if not part:
+                continue
+            probe = probe + os.sep + part
             try:
                 if os.path.islink(probe):
                     return True
@@ -203,26 +296,112 @@ class RealFS(FS):
                 return False
         return False
 
+    def _at(self, path: Path) -> tuple[int | None, str | Path]:
+        """``(fd of path's directory, name)`` with the directory opened from the root one component at a
+        time, never following a link; ``(None, path)`` outside a root or where the platform cannot. The
+        caller closes the fd. Raises OSError(ELOOP) at a link on the way (swapped in after any check)."""
+        path = Path(path)
+        if self.root is None or not _AT:
+            return None, path
+        try:
+            rel = path.parent.relative_to(self.root)
+        except ValueError:
+            return None, path
+        fd = os.open(self.root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)  # the root may be a link: the user's choice
+        try:
+            for part in rel.parts:
+                nxt = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+        except OSError as exc:
+            linked = exc.errno == errno.ELOOP
+            if exc.errno == errno.ENOTDIR:  # some systems say so for O_DIRECTORY on a link
+                try:
+                    import stat
+
+                    linked = stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode)
+                except OSError:
+                    pass
+            os.close(fd)
+            if linked:
+                raise OSError(errno.ELOOP, _LINKED, str(path)) from None
+            raise
+        return fd, path.name
+
+    @staticmethod
+    def _close(*fds: int | None) -> None:
+        for fd in fds:
+            if fd is not None:
+                os.close(fd)
+
     def _refuse(self, *paths: Path) -> None:
         for path in paths:
             if self._linked(path):
-                raise OSError(errno.ELOOP, "a directory on the way is a symbolic link; not written through it",
-                              str(path))
+                raise OSError(errno.ELOOP, _LINKED, str(path))
+
+    def holding(self, remember: bool = False) -> Held:
+        if self.root is None or not _AT:
+            return Held(None)
+        held = self._held
+        if held is not None and held[0] == get_ident():
+            return Held(self, held[1], held[2], owner=False)  # inside another: that one
+        return Held(self, memo={"": 0} if remember else None)
 
     def read(self, path: Path, cap: int = READ_CAP) -> Got:
-        import stat
-
+        held = self._held
+        if held is not None and held[0] == get_ident():
+            # a bulk read: the file's directory opened once (the way _at opens it, from the root and never
+            # through a link), the file read relative to it; anything unusual takes the ordinary way below
+            text = os.fspath(path)
+            memo = held[2]
+            if memo is not None:
+                got = memo.get(text)
+                if got is not None and len(got.data) <= cap:
+                    return got
+            parent, _, name = text.rpartition(os.sep)
+            fds = held[1]
+            if parent in fds:
+                dfd = fds[parent]
+            else:
+                try:
+                    dfd = self._at(Path(text))[0]
+                except OSError:
+                    dfd = None
+                fds[parent] = dfd
+            if dfd is not None and name:
+                got = self._read_at(dfd, name, cap)
+                if memo is not None and got.ok and len(got.data) <= Held.MEMO_FILE_MAX \
+                        and memo[""] + len(got.data) <= Held.MEMO_MAX:
+                    memo[text] = got
+                    memo[""] += len(got.data)
+                return got
         if self._linked(path):
             return Got("symlink", detail="behind a symbolic link to a directory (never followed)")
         try:
-            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC | _BINARY)
+            dfd, name = self._at(path)
+        except FileNotFoundError:
+            return Got("missing")
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return Got("symlink", detail="behind a symbolic link to a directory (never followed)")
+            return Got("error", detail=exc.strerror or str(exc))
+        try:
+            return self._read_at(dfd, name, cap)
+        finally:
+            self._close(dfd)
+
+    def _read_at(self, dfd: int | None, path, cap: int) -> Got:
+        import stat
+
+        try:
+            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC | _BINARY, dir_fd=dfd)
         except FileNotFoundError:
             return Got("missing")
         except OSError as exc:
             if exc.errno == errno.ELOOP or (exc.errno == errno.EMLINK and _NOFOLLOW):
                 return Got("symlink", detail="a symbolic link (never followed)")
             try:
-                st = os.lstat(path)
+                st = os.lstat(path, dir_fd=dfd)
             except OSError:
                 st = None
             if st is not None and stat.S_ISLNK(st.st_mode):
@@ -236,16 +415,21 @@ class RealFS(FS):
                 return Got("special", detail="not a regular file")
             if st.st_size > cap:
                 return Got("too-large", detail=f"{st.st_size} bytes (the limit is {cap})")
-            chunks, total = [], 0
+            # the first read asks for the size it has (and one byte more, to see it grew): a 1 MiB buffer
+            # for a 300-byte file costs more than the read itself (it is allocated, then shrunk)
+            chunks, total, want = [], 0, min(st.st_size + 1, cap + 1)
             while True:
-                chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+                chunk = os.read(fd, want)
                 if not chunk:
                     break
                 chunks.append(chunk)
                 total += len(chunk)
                 if total > cap:
                     return Got("too-large", detail=f"over {cap} bytes")
-            return Got("ok", b"".join(chunks))
+                if total == st.st_size:
+                    break  # all it held when it was opened (a read more would only say so)
+                want = min(1 << 20, cap + 1 - total)
+            return Got("ok", chunks[0] if len(chunks) == 1 else b"".join(chunks))
         except OSError as exc:
             return Got("error", detail=exc.strerror or str(exc))
         finally:
@@ -259,12 +443,28 @@ class RealFS(FS):
         except (FileNotFoundError, NotADirectoryError):
             return []
 
+    def listing_token(self, directory: Path) -> tuple[int, ...] | None:
+        if self._linked(Path(directory) / "x"):
+            return None
+        try:
+            st = os.lstat(directory)
+        except OSError:
+            return None
+        import stat
+
+        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISDIR(st.st_mode) else None
+
     def put_temp(self, directory: Path, hint: str, data: bytes, *, durable: bool = True) -> Path:
         self._refuse(Path(directory) / "x")
         ensure_dir(directory)
         name = f"{TEMP_PREFIX}{hint[:200]}-{os.getpid()}-{secrets.token_hex(4)}"  # <= 255 bytes
         tmp = directory / name
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY, FILE_MODE)
+        dfd, at = self._at(tmp)
+        try:
+            fd = os.open(at, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY, FILE_MODE,
+                         dir_fd=dfd)
+        finally:
+            self._close(dfd)
         try:
             view = memoryview(data)
             while view:
@@ -280,7 +480,7 @@ class RealFS(FS):
 
     def replace(self, src: Path, dst: Path, *, durable: bool = True) -> None:
         self._refuse(dst)
-        os.replace(src, dst)
+        self._move(src, dst)
         if durable:
             _fsync_dir(dst.parent)
 
@@ -290,34 +490,89 @@ class RealFS(FS):
         if self._swap is None:
             return False
         self._refuse(a, b)
-        done = self._swap(a, b)
+        if not getattr(self._swap, "at", False):
+            done = self._swap(a, b)
+        else:
+            afd, an = self._at(a)
+            try:
+                bfd, bn = self._at(b)
+                try:
+                    done = self._swap(an, bn, afd, bfd)
+                finally:
+                    self._close(bfd)
+            finally:
+                self._close(afd)
         if done:
             _fsync_dir(b.parent)
         return done
 
     def link(self, src: Path, dst: Path) -> bool:
         self._refuse(src, dst)
+        sfd, s = self._at(src)
         try:
-            os.link(src, dst, follow_symlinks=False)
+            dfd, d = self._at(dst)
+            try:
+                os.link(s, d, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+            finally:
+                self._close(dfd)
         except FileExistsError:
             return False
+        finally:
+            self._close(sfd)
         _fsync_dir(dst.parent)
+        return True
+
+    def create_new(self, path: Path, data: bytes) -> bool:
+        self._refuse(path)
+        dfd, at = self._at(path)
+        try:
+            fd = os.open(at, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY, FILE_MODE,
+                         dir_fd=dfd)
+        except FileExistsError:
+            return False
+        finally:
+            self._close(dfd)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
         return True
 
     def unlink(self, path: Path) -> bool:
         try:
-            os.unlink(path)
+            dfd, at = self._at(path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return False  # behind a link: nothing there is ours to remove
+            raise
+        try:
+            os.unlink(at, dir_fd=dfd)
             return True
         except FileNotFoundError:
             return False
+        finally:
+            self._close(dfd)
 
     def rename(self, src: Path, dst: Path) -> bool:
         self._refuse(src, dst)
         try:
-            os.replace(src, dst)
+            self._move(src, dst)
             return True
         except FileNotFoundError:
             return False
+
+    def _move(self, src: Path, dst: Path) -> None:
+        sfd, s = self._at(src)
+        try:
+            dfd, d = self._at(dst)
+            try:
+                os.replace(s, d, src_dir_fd=sfd, dst_dir_fd=dfd)
+            finally:
+                self._close(dfd)
+        finally:
+            self._close(sfd)
 
     def makedirs(self, directory: Path) -> None:
         self._refuse(Path(directory) / "x")
@@ -342,7 +597,7 @@ class RealFS(FS):
 
 REAL = RealFS()
 
-__all__ = ["FS", "Got", "REAL", "READ_CAP", "RealFS", "DIR_MODE", "FILE_MODE", "TEMP_PREFIX"]
+__all__ = ["FS", "Got", "Held", "REAL", "READ_CAP", "RealFS", "DIR_MODE", "FILE_MODE", "TEMP_PREFIX"]
 
 
 @contextmanager

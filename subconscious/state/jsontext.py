@@ -86,6 +86,9 @@ def _no_constant(name: str) -> Any:
     raise Unparseable(f"{name} is not JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one for every read (json.loads makes one per call)
+
+
 def loads_state(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON value ``raw`` holds; :class:`Unparseable` for anything else (see the module docstring)."""
     if isinstance(raw, str):
@@ -102,7 +105,7 @@ def loads_state(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     if depth > max_depth:
         raise Unparseable(f"nested deeper than {max_depth} levels")
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise Unparseable(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except Unparseable:

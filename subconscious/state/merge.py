@@ -74,12 +74,19 @@ def merge_sessions(a: SessionState, b: SessionState) -> SessionState:
     """
     if a.session_id != b.session_id:
         raise ValueError(f"cannot merge sessions {a.session_id!r} and {b.session_id!r}")
-    win = a if a.group_key() >= b.group_key() else b
+    # group_key's order, its content part (canonical JSON) computed only on a clock and host tie: this
+    # runs for every version of every session when all are read
+    if a.stamp != b.stamp:
+        win = a if a.stamp > b.stamp else b
+    elif a.host != b.host:
+        win = a if a.host > b.host else b
+    else:
+        win = a if a.group_key() >= b.group_key() else b
     starts = [s for s in (a.started_at, b.started_at) if s is not None]
-    return win.evolve(
-        last_processed_index=max(a.last_processed_index, b.last_processed_index),
-        started_at=min(starts) if starts else None,
-    )
+    cursor, start = max(a.last_processed_index, b.last_processed_index), min(starts) if starts else None
+    if win.last_processed_index == cursor and win.started_at == start:
+        return win
+    return win.evolve(last_processed_index=cursor, started_at=start)
 
 
 def merge_session_versions(versions: Iterable[SessionState]) -> SessionState | None:

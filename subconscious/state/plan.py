@@ -21,10 +21,25 @@ from typing import Mapping
 
 from .clock import ZERO, Stamp, tick
 from .merge import merge_raw
-from .order import same_json
+from .order import adoption_digest, already_adopted, same_json, upstream_content
 from .records import LEGACY_HOST, raw_stamp
 
 FLOOR_SETTING = "tombstone-floor"
+# A legacy entry (unstamped, nothing of ours before it) is older than every write of anyone, but two
+# adoptions of the key (of its original and of upstream's rewrite, read at different times) must still be
+# ordered by time: it is stamped with the adopting write's stamp moved this far back, below every stamp a
+# wall clock gave since 2001 (LEGACY_EPOCH_MS) and in the same order as the adopting writes.
+LEGACY_BACK_MS = 10**12
+LEGACY_EPOCH_MS = 10**12
+
+
+def legacy_adopted(stamp: Stamp) -> Stamp:
+    return Stamp(max(1, stamp.wall - LEGACY_BACK_MS), stamp.count)
+
+
+def is_legacy_adoption(stamp: Stamp) -> bool:
+    """A stamp :func:`legacy_adopted` gave (no write of anyone is that old): the entry's age is unknown."""
+    return ZERO < stamp and stamp.wall < LEGACY_EPOCH_MS
 
 _META = ("hlc", "host")
 
@@ -46,11 +61,14 @@ def bumped(value: Mapping, above: Stamp) -> dict:
 
 
 def view_versions(view: Mapping[str, dict], shards: Mapping[str, Mapping[str, dict]],
-                  winners: Mapping[str, dict]) -> dict[str, dict]:
-    """The versions a view contributes, given every shard's map (host → key → normalized value) and the
-    shards' merged winners.
+                  winners: Mapping[str, dict], adopted: Mapping[str, frozenset[str]] | None = None) -> dict[str, dict]:
+    """The versions a view contributes, given every shard's map (host → key → normalized value), the
+    shards' merged winners and the adoption record (key → digests of unstamped contents already adopted).
 
     - equal to the winner: nothing new;
+    - unstamped (or upstream's edit of ours) with a content already adopted for the key: upstream's stale
+      read-change-write (or a restored old file) bringing back a version that counted once already —
+      nothing new (:func:`.order.already_adopted`), even where nothing else holds the key any more;
     - unstamped (upstream writes ``{conversationId, agentId}``) and different from the winner: a newer
       write than the winner (upstream re-created the entry); with no winner: a legacy entry;
     - stamped like a version of ours (same key, host and stamp) but with other content: upstream
@@ -58,9 +76,12 @@ def view_versions(view: Mapping[str, dict], shards: Mapping[str, Mapping[str, di
     - otherwise (our own version, possibly stale): ordered as it is.
     """
     out: dict[str, dict] = {}
+    adopted = adopted or {}
     for key, value in view.items():
         won = winners.get(key)
         if won is not None and (value is won or same_json(value, won)):
+            continue
+        if adopted and already_adopted(value, adopted.get(key)) and (_unstamped(value) or _upstream_edit(value, key, shards)):
             continue
         if _unstamped(value):
             if won is None:
@@ -75,6 +96,17 @@ def view_versions(view: Mapping[str, dict], shards: Mapping[str, Mapping[str, di
             continue
         out[key] = value
     return out
+
+
+def _upstream_edit(value: Mapping, key: str, shards: Mapping[str, Mapping[str, dict]]) -> bool:
+    mine = shards.get(value.get("host", ""), {}).get(key)
+    return mine is not None and mine.get("hlc") == value.get("hlc") and not same_json(content(mine), content(value))
+
+
+def adoptions(adopt: Mapping[str, dict]) -> dict[str, list[str]]:
+    """The digests a write records for the versions it adopts that nobody had stamped (upstream's, legacy):
+    the same content seen unstamped again counts as that old version (see :func:`view_versions`)."""
+    return {k: [adoption_digest(upstream_content(v))] for k, v in adopt.items() if v.get("host") == LEGACY_HOST}
 
 
 def below_floor(values: Mapping[str, dict], floor: Stamp, *, keep_unstamped: bool) -> dict[str, dict]:
@@ -111,6 +143,7 @@ class ConversationPlan:
     own: dict[str, dict]  # this host's new shard map
     view: dict[str, dict]  # the new conversations.json (live entries)
     pruned: dict[str, Stamp]
+    adopted: dict[str, list[str]] = None  # type: ignore[assignment]  # key → digests this write adopts
 
 
 def plan_conversations(
@@ -125,6 +158,7 @@ def plan_conversations(
     shard_clocks: list[Stamp],
     now_ms: int,
     retention_ms: int,
+    legacy_stamp: Stamp | None = None,  # what legacy entries get (legacy_adopted of when they were read)
 ) -> ConversationPlan:
     """The write: ``winners`` (everything merged), ``shard_winners`` (what the real shards alone say),
     this host's current shard map ``own`` and its ``change`` (already stamped ``stamp``).
@@ -133,12 +167,19 @@ def plan_conversations(
     adopted into this host's shard; those that nobody stamped yet (legacy, upstream's) are stamped now.
     This shard takes the merged winner of every key it holds, so shards converge too.
     """
-    adopt = {}
+    adopt, first_seen = {}, {}
     for key, value in winners.items():
         # mostly the very version the shards hold (``is``: no call per key of a large home)
         if (have := shard_winners.get(key)) is not None and (have is value or same_json(have, value)):
             continue
-        adopt[key] = dict(value, hlc=stamp.encode(), host=host) if value.get("host") == LEGACY_HOST else value
+        if value.get("host") == LEGACY_HOST:
+            first_seen[key] = value
+            # a legacy entry (nothing of ours before it) is older than every write of anyone: stamped just
+            # above nothing, so a delete or put racing its adoption on another host still wins over it;
+            # upstream's rewrite of a version (bumped above it) takes this write's first stamp
+            first = (legacy_stamp or legacy_adopted(stamp)) if value.get("hlc") == "0:0" else stamp
+            value = dict(value, hlc=first.encode(), host=host)
+        adopt[key] = value
     merged = merge_raw([winners, adopt, change])
     dead = {k: v for k, v in merged.items() if v.get("deleted") is True}  # prunable looks only at these
     pruned = prunable(dead, sources, shard_clocks, now_ms, retention_ms)
@@ -147,4 +188,4 @@ def plan_conversations(
     keys = own.keys() | adopt.keys() | change.keys()
     own_new = {k: merged[k] for k in keys if k in merged}
     view = {k: v for k, v in merged.items() if k not in dead} if dead else dict(merged)
-    return ConversationPlan(merged, own_new, view, pruned)
+    return ConversationPlan(merged, own_new, view, pruned, adoptions(first_seen))

@@ -109,8 +109,7 @@ def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable:
             if fs.read(path).status != "missing":
                 fs.unlink(tmp)
                 return Outcome(False, True)
-            fs.replace(tmp, path, durable=durable)
-            return DONE
+            return _rename_in(fs, tmp, path, durable)
         if created:
             fs.unlink(tmp)
             return DONE
@@ -129,9 +128,7 @@ def publish(fs: FS, path: Path, data: bytes, expected: bytes | None, *, durable:
 def _settle(fs: FS, held: Path, path: Path, expected: bytes | None) -> Outcome:
     """``held`` holds the version we displaced: drop it if it is exactly what we merged (an empty file
     may be an in-place writer's truncation, so it is kept), else leave it there as a displaced source."""
-    got = fs.read(held)
-    if got.ok and got.data and got.data == expected:
-        fs.unlink(held)
+    if _drop_if(fs, held, expected):
         return DONE
     if displaced_original(held.name) is None:  # a plain temp (a file only we write): make it a source
         fs.rename(held, _keep_name(path))
@@ -154,14 +151,47 @@ def _publish_by_link(fs: FS, path: Path, tmp: Path, expected: bytes | None, dura
         if not (got.ok and got.data == expected):
             fs.unlink(tmp)
             return Outcome(False, True)  # changed between the check and the link: aside keeps it
-    fs.replace(tmp, path, durable=durable)
-    if aside is None:
-        return DONE
-    got = fs.read(aside)
-    if got.ok and got.data == expected and got.data:
-        fs.unlink(aside)
+    out = _rename_in(fs, tmp, path, durable)
+    if aside is None or not out.done:
+        if aside is not None:
+            _drop_if(fs, aside, expected)
+        return out
+    if _drop_if(fs, aside, expected):
         return DONE
     return Outcome(True, True)  # written in place meanwhile: aside keeps it
+
+
+def _rename_in(fs: FS, tmp: Path, path: Path, durable: bool) -> Outcome:
+    """Rename our temp over ``path``. Our temp is named as a displaced version (a source every read
+    merges), so another host may already have merged it and settled it away: its bytes are in that
+    host's shard and view then, and ours are in our own files — the operation is redone, nothing raised."""
+    try:
+        fs.replace(tmp, path, durable=durable)
+    except FileNotFoundError:
+        return Outcome(False, True)
+    return DONE
+
+
+def whole(data: bytes | None) -> bool:
+    """Do these bytes parse as one whole JSON object? A view upstream is half-way through writing in
+    place (truncated, then written in parts) is a prefix that never does."""
+    if not data:
+        return False
+    import json
+
+    try:
+        return isinstance(json.loads(data.decode("utf-8-sig")), dict)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return False
+
+
+def _drop_if(fs: FS, held: Path, expected: bytes | None) -> bool:
+    """Remove ``held`` if it holds exactly ``expected`` and that was a whole version (a torn one is an
+    in-place write still going on into this very inode: removing its name would lose the rest)."""
+    got = fs.read(held)
+    if got.ok and got.data == expected and whole(got.data):
+        return fs.unlink(held) or True
+    return False
 
 
 def settle_displaced(fs: FS, directory: Path, names: list[str], merged: dict[str, bytes]) -> list[str]:

@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from . import copies
-from .clock import ZERO, Stamp
+from .clock import FOLLOW_MS, ZERO, Stamp, bound
+from .files import Problem
 from .conflicts import is_original
 from .ids import check_session_id, is_host_id, is_session_id
 from .merge import max_stamp, merge_maps, merge_raw
-from .plan import below_floor, view_versions
+from .plan import FLOOR_SETTING, below_floor, view_versions
 from .publish import displaced_names, displaced_original
 from .records import Conversation, RecordError, Setting, normalize_record, parse_setting, raw_stamp
+from .bounds import (DEMOTED, SETTING_AHEAD, AheadRecords, ahead_map, demoted, future_message, named_ahead, named_settings,
+                     over_bound, when, winners_beyond)
 from .snapshot import CONVERSATIONS, HOSTS, ShardInfo, Snapshot, _Read, floor_of
 from .sources import Read, Source, copy_source
 from .viewlines import member_lines, read_against, shard_against
@@ -88,10 +91,29 @@ class Reading:
             else:
                 known = lines.value if lines is not None else None
                 convs = self._parse_map(read, value.get("conversations", {}), normalize_record, "conversations", known)
-            sets = self._parse_map(read, value.get("settings", {}), parse_setting, "settings")
+            sets = self._bounded_settings(got, read, self._parse_map(read, value.get("settings", {}), parse_setting,
+                                                                     "settings"))
+            if got.demote or got.apply_ahead:
+                convs = self._demoted(got, read, convs)
             out.append((convs, sets, value))
         if not self._accept(got, read, bool(out)):
             return []
+        for _, _, value in out:  # what upstream wrote that a writer already adopted (see plan.view_versions)
+            ahead = value.get("ahead")
+            if ahead:  # versions a writer replaced without following their stamp (see .bounds)
+                if not got.apply_ahead:
+                    got.ahead.add(ahead)
+                if source.kind == "shard" and source.owner == self.host:
+                    got.own_ahead.append(ahead_map(ahead))
+                elif source.kind != "shard" and type(ahead) is dict:  # a copy, a displaced or retiring shard:
+                    got.carried_ahead.append(ahead)  # may go away, so kept (raw: parsed for the keys held)
+            record = value.get("adopted")
+            if record:
+                got.adopted.add(record)
+                if source.kind == "shard" and source.owner == self.host:
+                    got.own_adopted.append(record)
+                elif source.kind != "shard":  # a copy, a displaced or retiring shard: may go away, so kept
+                    got.carried_adopted.append(record)
         if source.kind == "shard" and source.owner == self.host:
             got.own_raw = read.raw
         if source.foldable and read.raw:
@@ -130,12 +152,16 @@ class Reading:
             if isinstance(value, dict):  # the view mostly repeats the shards: validate only what differs
                 # (a sentinel, not None: a ``null`` entry the shards lack is invalid, reported below)
                 value = {k: v for k, v in value.items() if (w := from_shards.get(k, _MISSING)) is not v and w != v}
-            maps.append(self._parse_map(read, value, normalize_record, "conversations"))
+            m = self._parse_map(read, value, normalize_record, "conversations")
+            maps.append(self._demoted(got, read, m) if got.demote or got.apply_ahead else m)
         if not self._accept(got, read, bool(maps) or not read.values):
             return {}
         for m in maps:
             if source.upstream_writable:
-                m = view_versions(m, shard_maps, from_shards)
+                kept = view_versions(m, shard_maps, from_shards, got.adopted)
+                if got.adopted:
+                    self._hidden_by_record(got, source, m, kept, from_shards)
+                m = kept
             merged = merge_raw([merged, below_floor(m, floor, keep_unstamped=source.upstream_writable)])
         if source.kind == "view":
             got.view_raw = read.raw
@@ -147,6 +173,88 @@ class Reading:
         got.sources.append(merged)
         return merged
 
+    def _hidden_by_record(self, got: _Read, source: Source, view: dict, kept: dict, from_shards: dict) -> None:
+        """Report the unstamped entries of ``view`` dropped as already adopted while no shard holds any version
+        of their key: upstream's stale rewrite after the key's tombstone was pruned, or a forged adoption
+        record hiding upstream's live entry (red team, issue 24). Never silent: the user can tell."""
+        hidden = sorted(k for k, v in view.items()
+                        if k not in kept and k not in from_shards and v.get("hlc") == DEMOTED and v.get("host") == "")
+        if hidden:
+            shown = ", ".join(hidden[:5]) + (f" and {len(hidden) - 5} more" if len(hidden) > 5 else "")
+            got.snap.problems.append(Problem("adopted-hidden", str(source.path), (
+                f"{len(hidden)} entr{'y' if len(hidden) == 1 else 'ies'} written by the upstream plugin ({shown}) "
+                "are not shown: a shard's adoption record says they were adopted already, and no shard holds a "
+                "version of them. Upstream's stale rewrite of an entry deleted long ago, or a forged record "
+                "(check the `adopted` maps in hosts/*.json); put the entry again to keep it")))
+
+    def _demoted(self, got: _Read, read: Read, convs: dict) -> dict:
+        """``convs`` with every version stamped beyond the bound, or named by an ahead record, ordered as the
+        oldest (see .bounds)."""
+        named = named_ahead(convs, got.ahead) if got.apply_ahead else {}
+        if named:
+            convs = dict(convs)
+            for key, value in named.items():
+                got.originals.setdefault(key, set()).add((value["hlc"], value["host"]))
+                convs[key] = dict(value, hlc=DEMOTED)
+            first = max(named.values(), key=lambda v: raw_stamp(v))
+            read.problems.append(Problem("future-stamp", str(read.source.path), (
+                f"{len(named)} entr{'y' if len(named) == 1 else 'ies'} (e.g. {next(iter(named))[:60]!r} stamped "
+                f"{first['hlc']} by {first['host'][:60]!r}) replaced by a later write whose machine's clock was more "
+                f"than {FOLLOW_MS // 60_000} minutes behind that stamp (its shard's ahead record names "
+                f"{'it' if len(named) == 1 else 'them'}): ordered as the oldest of their key. A machine whose clock "
+                "runs ahead, or a crafted record")))
+        if not got.demote:
+            return convs
+        out, over = demoted(convs, got.bound)
+        for key, stamp in over.items():
+            got.originals.setdefault(key, set()).add((stamp.encode(), convs[key]["host"]))
+        if over:
+            read.problems.append(Problem("future-stamp", str(read.source.path), future_message(over, "entries")))
+        return out
+
+    def _bounded_settings(self, got: _Read, read: Read, sets: dict[str, Setting]) -> dict[str, Setting]:
+        """Settings stamped beyond the bound ordered as the oldest; a prune floor beyond it is no floor."""
+        limit = got.bound
+        over = {k: s.stamp for k, s in sets.items() if s.stamp > limit}
+        for key in over:
+            got.originals.setdefault(SETTING_AHEAD + key, set()).add((sets[key].stamp.encode(), sets[key].host))
+        named = named_settings(sets, got.ahead) if got.apply_ahead else set()
+        if named:  # replaced by a later write whose clock did not follow them (see .bounds)
+            for key in named:
+                got.originals.setdefault(SETTING_AHEAD + key, set()).add((sets[key].stamp.encode(), sets[key].host))
+            read.problems.append(Problem("future-stamp", str(read.source.path), (
+                f"{len(named)} setting(s) ({', '.join(sorted(named)[:5])}) replaced by a later write whose machine's "
+                f"clock was more than {FOLLOW_MS // 60_000} minutes behind their stamp (its shard's ahead record "
+                "names them): ordered as the oldest of their key. A machine whose clock runs ahead, or a crafted record")))
+            sets = {k: Setting(s.value, ZERO, s.host) if k in named else s for k, s in sets.items()}
+        floor = sets.get(FLOOR_SETTING)
+        floor_value = floor_of(sets) if floor is not None else ZERO
+        # a floor is set by a write that pruned tombstones stamped below it, so it is never above its own
+        # stamp: one that is (``value`` far ahead, ``hlc`` now) is crafted, whatever the bound says
+        crafted = floor is not None and floor_value > floor.stamp
+        # ... and only tombstones older than the retention window are pruned, by a clock at most the allowed
+        # skew ahead: a floor newer than that (a day ago, or 23 h ahead: inside the bound) hides every live
+        # entry of every shard that has not written since, which no prune does (red team, issue 24)
+        young = floor_value > bound(self.now() - self.retention_ms)
+        crafted = crafted or young
+        if not over and floor_value <= limit and not crafted:
+            return sets
+        out = {k: Setting(s.value, ZERO, s.host) if k in over else s for k, s in sets.items()}
+        if over:
+            read.problems.append(Problem("future-stamp", str(read.source.path), future_message(over, "settings")))
+        if floor_value > limit or crafted:
+            del out[FLOOR_SETTING]
+            message = future_message({FLOOR_SETTING: floor_value}, "floor", what="a tombstone floor")
+            if floor_value <= limit and floor_value > floor.stamp:
+                message = (f"a tombstone floor {floor_value.encode()} above its own stamp {floor.stamp.encode()} "
+                           "(no write sets that): ignored (never adopted into this host's files). A crafted file")
+            elif floor_value <= limit and young:
+                message = (f"a tombstone floor {floor_value.encode()} ({when(floor_value)}) newer than this machine's "
+                           f"clock - {self.retention_ms // 86_400_000} days of tombstone retention + 24 h (no prune sets "
+                           "that): ignored (never adopted into this host's files). A clock that was wrong, or a crafted file")
+            read.problems.append(Problem("future-stamp", str(read.source.path), message))
+        return out
+
     def _names_host(self, path: Path, original: str) -> bool:
         """Does the shard file at ``path`` say it belongs to the host of ``original`` (``<host>.json``)?"""
         got = self.fs.read(path)
@@ -156,10 +264,19 @@ class Reading:
             return False
         return isinstance(value, dict) and value.get("host") == original[: -len(".json")]
 
-    def _read(self, writing: bool = False) -> _Read:
+    def _read(self, writing: bool = False, demote: bool = False, ahead: dict | None = None) -> _Read:
         """The merged snapshot, this host's own shard, and what the real shards alone say (so a
-        writer can adopt versions that live only in the view or in conflict copies)."""
-        got = _Read(Snapshot(), {}, {}, {}, {})
+        writer can adopt versions that live only in the view or in conflict copies).
+
+        A read whose merge would let a version stamped beyond the bound win is done again with such
+        versions ordered as the oldest of their key (``demote``): a hostile or broken clock's stamp never
+        hides a later write, never moves a clock (see .bounds). The check costs one pass in C over the
+        winners; the read is done twice only in a home that holds such a stamp. Likewise a read whose winner
+        an ahead record names (``ahead``: the records of the first read) is done again with the versions
+        the records name ordered as the oldest."""
+        got = _Read(Snapshot(), {}, {}, {}, {}, bound=bound(self.now()), demote=demote, ahead=AheadRecords())
+        if ahead is not None:
+            got.ahead, got.apply_ahead = ahead, True
         snap = got.snap
         root_reads = self._read_root(got, writing)  # before the shards: see _read_root
         hosts_dir = self.home / HOSTS
@@ -182,6 +299,9 @@ class Reading:
                 shard_maps[host] = merge_raw([shard_maps.get(host, {}), convs])
                 shard_sets.append(sets)
                 info = self._shard_info(host, value, len(convs))
+                if info.clock > got.bound:  # never followed by the clock (its entries are looked at one by one)
+                    got.snap.problems.append(Problem("future-stamp", str(hosts_dir / name),
+                                                     future_message({"clock": info.clock}, "clock", what="its clock")))
                 snap.shards[host] = info
                 got.shard_clocks.append(info.clock)
                 if host == self.host:
@@ -199,6 +319,7 @@ class Reading:
         got.shard_settings = merge_maps(shard_sets)
         extra_sets = [sets for _, found in extra_shards for _, sets, _ in found]
         snap.settings = merge_maps([got.shard_settings, *extra_sets])
+        got.setting_sources = [*shard_sets, *extra_sets]
         # the floor only rises: the largest any source holds (two hosts pruning at once both count)
         floor = got.floor = max((floor_of(sets) for sets in [*shard_sets, *extra_sets]), default=ZERO)
         # a shard that has not written since the floor was set (restored, or back from retirement)
@@ -215,15 +336,22 @@ class Reading:
         for source, read in root_reads:
             extras.append(self._read_view(got, source, read, shard_maps, from_shards, floor))
         snap.raw = merge_raw([from_shards, *extras])
+        again = not demote and winners_beyond(snap.raw, got.bound)
+        named = ahead is None and bool(got.ahead) and bool(named_ahead(snap.raw, got.ahead)
+                                                          or named_settings(snap.settings, got.ahead))
+        if again or named:
+            return self._read(writing, demote=demote or again, ahead=got.ahead if named or ahead is not None else None)
         got.shard_convs = from_shards
         # a shard's versions are never newer than its clock (a writer ticks past all it read), so only
         # what came from elsewhere (views, copies) and shards whose clock is unreadable are looked at
         # entry by entry: not 100,000 stamps on every write of a large home
-        unclocked = [shard_maps[h] for h, info in snap.shards.items() if info.clock == ZERO and h in shard_maps]
+        # (a clock beyond the bound is no clock: see .bounds)
+        unclocked = [shard_maps[h] for h, info in snap.shards.items()
+                     if (info.clock == ZERO or info.clock > got.bound) and h in shard_maps]
         snap.newest = max(
             max((raw_stamp(v) for m in [*extras, *unclocked] for v in m.values()), default=ZERO),
             max_stamp(snap.settings.values()),
-            max((s.clock for s in snap.shards.values()), default=ZERO),
+            max((s.clock for s in snap.shards.values() if s.clock <= got.bound), default=ZERO),
         )
         return got
 

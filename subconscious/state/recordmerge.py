@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .clock import ZERO, Stamp
 from .merge import merge_session_versions
-from .order import same_json, version_key
+from .order import add_adopted, already_adopted, same_json, version_key
 from .records import RecordError, SessionState, canonical, normalize_record, parse_session, parse_setting
 
 _MISSING: Any = object()
@@ -30,6 +30,39 @@ def conversation_order(value: Any) -> OrderKey:
     except (RecordError, ValueError, TypeError, KeyError):
         return (0, ZERO, "", canonical(value), "")
     return (1, *version_key(n), canonical(value))
+
+
+def view_order(value: Any) -> OrderKey:
+    """Order of versions of one key of a view (``conversations.json``, where upstream writes): the store's
+    rule (:func:`.plan.view_versions`) as an order of two versions: upstream's unstamped version not yet
+    adopted is upstream's newer write and beats every stamped one (the store stamps it just above the
+    version it replaced); among stamped versions the store's :func:`.order.version_key`. Unstamped versions
+    already adopted are taken out before (:func:`without_adopted`). Unreadable values below everything."""
+    try:
+        n = normalize_record(value)
+    except (RecordError, ValueError, TypeError, KeyError):
+        return (0, 0, ZERO, "", canonical(value), "")
+    unstamped = n.get("hlc") == "0:0" and n.get("host") == ""
+    return (1, 1 if unstamped else 0, *version_key(n), canonical(value))
+
+
+def without_adopted(view: Mapping[str, Any] | None, adopted: Mapping[str, frozenset[str]] | None) -> dict | None:
+    """A view map without upstream's unstamped versions whose content a writer already adopted for their
+    key (a stale read-change-write, a restored old file): those count once, as the store reads them."""
+    if view is None or not adopted:
+        return None if view is None else dict(view)
+    out = {}
+    for key, value in view.items():
+        digests = adopted.get(key)
+        if digests:
+            try:
+                n = normalize_record(value)
+            except (RecordError, ValueError, TypeError, KeyError):
+                n = None
+            if n is not None and n.get("hlc") == "0:0" and n.get("host") == "" and already_adopted(n, digests):
+                continue
+        out[key] = value
+    return out
 
 
 def setting_order(value: Any) -> OrderKey:
@@ -64,12 +97,14 @@ def merge_map3(
     ours: Mapping[str, Any],
     theirs: Mapping[str, Any],
     order: Callable[[Any], OrderKey],
+    both: Callable[[Any, Any, Any], Any] | None = None,
 ) -> dict[str, Any]:
     """Three-way merge of maps key → version.
 
     A key removed on one side and unchanged (same version as the ancestor) on the other is removed;
     a key removed on one side and changed on the other keeps the change; everything else is
-    last-writer-wins by ``order``.
+    last-writer-wins by ``order``, or ``both(ours, theirs, ancestor)`` where given (the ancestor
+    ``_MISSING`` when it has no version).
     """
     base = base or {}
     out: dict[str, Any] = {}
@@ -83,8 +118,10 @@ def merge_map3(
             if o is not _MISSING and _same(a, o, order):
                 continue
             out[key] = a
+        elif same_json(a, b):
+            out[key] = a
         else:
-            out[key] = a if same_json(a, b) else _pick(a, b, order)
+            out[key] = both(a, b, o) if both is not None else _pick(a, b, order)
     return out
 
 
@@ -95,9 +132,60 @@ def _live(view: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- per kind
 
 
-def merge_views(base: Mapping | None, ours: Mapping, theirs: Mapping) -> dict:
-    """Three-way merge of ``conversations.json`` maps (live entries only, like the store's view)."""
-    return _live(merge_map3(base, ours, theirs, conversation_order))
+def merge_views(base: Mapping | None, ours: Mapping, theirs: Mapping,
+                adopted: Mapping[str, frozenset[str]] | None = None) -> dict:
+    """Three-way merge of ``conversations.json`` maps (live entries only, like the store's view), by the
+    store's order of view versions (:func:`view_order`); ``adopted``: the home's adoption record (key →
+    digests of upstream's versions already adopted, from the hosts' shards)."""
+    base = without_adopted(base, adopted) or {}
+    # a side whose version is one already adopted holds an old version: as if it had not touched the key
+    ours, theirs = ({**{k: base[k] for k in m if k in base}, **(without_adopted(m, adopted) or {})}
+                    for m in (ours, theirs))
+
+    def both(a: Any, b: Any, o: Any) -> Any:
+        if o is not _MISSING and _stale_unstamped(a, b, o):
+            return b  # a stamped version written over the ancestor's unstamped one adopted it
+        if o is not _MISSING and _stale_unstamped(b, a, o):
+            return a
+        return _pick(a, b, view_order)
+
+    sides: tuple[dict, dict, dict] = ({}, {}, {})  # ours, theirs, the ancestor: each key's versions as adopted
+    for key in set(ours) | set(theirs):
+        for side, value in zip(sides, _as_adopted(ours.get(key, _MISSING), theirs.get(key, _MISSING),
+                                                  base.get(key, _MISSING))):
+            if value is not _MISSING:
+                side[key] = value
+    return _live(merge_map3(sides[2], sides[0], sides[1], view_order, both))
+
+
+def _stale_unstamped(a: Any, b: Any, o: Any) -> bool:
+    """``a`` is upstream's unstamped version unchanged since the ancestor, ``b`` a change: a stamped
+    version's writer adopted ``a`` (its record says so; this holds where the record is not at hand), an
+    unstamped one is upstream's newer write."""
+    return _unstamped_content(a)[0] and _same(a, o, view_order) and not _same(b, o, view_order)
+
+
+def _unstamped_content(value: Any) -> tuple[bool, Any]:
+    try:
+        n = normalize_record(value)
+    except (RecordError, ValueError, TypeError, KeyError):
+        return False, None
+    return n.get("hlc") == "0:0" and n.get("host") == "", {k: v for k, v in n.items() if k not in ("hlc", "host")}
+
+
+def _as_adopted(*values: Any) -> list[Any]:
+    """An unstamped version with the content of a stamped version beside it is that version (the store
+    reads upstream's rewrite of a key with the content it already has as nothing new)."""
+    forms = [_unstamped_content(v) if v is not _MISSING else (False, None) for v in values]
+    out = list(values)
+    for i, (unstamped, content) in enumerate(forms):
+        if not unstamped:
+            continue
+        same = [v for v, (u, c) in zip(values[:2], forms[:2]) if v is not _MISSING and not u and c is not None
+                and same_json(c, content)]  # ours and theirs (the ancestor's versions are no candidates)
+        if same:
+            out[i] = max(same, key=view_order)
+    return out
 
 
 def _stamp(value: Any) -> Stamp:
@@ -122,6 +210,9 @@ def _fold_shards(values: list[dict]) -> dict | None:
     out = dict(max(values, key=_shard_rank))
     out["conversations"] = merge_map2((v.get("conversations", {}) for v in values), conversation_order)
     out["settings"] = merge_map2((v.get("settings", {}) for v in values), setting_order)
+    adopted = _adopted_union(*(v.get("adopted") for v in sorted(values, key=_shard_rank, reverse=True)))
+    if adopted:
+        out["adopted"] = adopted
     for key in ("clock",):
         stamps = [_stamp(v.get(key)) for v in values if key in v]
         if stamps:
@@ -133,7 +224,18 @@ def _fold_shards(values: list[dict]) -> dict | None:
     return out
 
 
-_SHARD_MERGED = frozenset({"conversations", "settings", "clock", "written", "format", "host", "name"})
+_SHARD_MERGED = frozenset({"conversations", "settings", "clock", "written", "format", "host", "name", "adopted"})
+
+
+def _adopted_union(*records: Any) -> dict[str, list[str]]:
+    """Shards' adoption records joined (a key's digests in the order first seen, capped as a writer caps)."""
+    out: dict[str, list[str]] = {}
+    for record in records:
+        if isinstance(record, dict):
+            for key, digests in sorted(record.items()):
+                if isinstance(key, str) and isinstance(digests, list):
+                    out[key] = add_adopted(out.get(key, []), digests)
+    return {k: v for k, v in out.items() if v}
 
 
 def merge_shards(base: Mapping | None, ours: Mapping, theirs: Mapping, host: str | None = None) -> dict:
@@ -169,6 +271,9 @@ def merge_shards(base: Mapping | None, ours: Mapping, theirs: Mapping, host: str
             out[key] = max(ints)
         elif key in later:
             out[key] = later[key]
+    adopted = _adopted_union(later.get("adopted"), earlier.get("adopted"))
+    if adopted:
+        out["adopted"] = adopted
     out["host"] = host or later.get("host", earlier.get("host"))
     if "name" in later or "name" in earlier:
         out["name"] = later.get("name", earlier.get("name"))

@@ -80,21 +80,37 @@ class Conversation:
 
 @dataclass(frozen=True, slots=True)
 class Tombstone:
-    """A deleted mapping; kept so a stale copy cannot bring the entry back."""
+    """A deleted mapping; kept so a stale copy cannot bring the entry back. A tombstone gc wrote holds the
+    retirement record (``"retired": {"conversationId", "agentId", "cursor"}``, in ``extra``): a session that
+    comes back later goes on in its conversation from its cursor (events/session_start.py)."""
 
     stamp: Stamp
     host: str
+    extra: str = ""  # canonical JSON of the fields besides deleted/hlc/host, kept as written
 
     deleted = True
     legacy = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"deleted": True, "hlc": self.stamp.encode(), "host": self.host}
+        out: dict[str, Any] = json.loads(self.extra) if self.extra else {}
+        out.update({"deleted": True, "hlc": self.stamp.encode(), "host": self.host})
+        return out
+
+    @property
+    def retired(self) -> dict[str, Any] | None:
+        """The retirement record, when it is one of ours and well formed."""
+        got = json.loads(self.extra).get("retired") if self.extra else None
+        if (isinstance(got, dict) and isinstance(got.get("conversationId"), str) and got["conversationId"]
+                and isinstance(got.get("agentId"), (str, type(None)))
+                and type(got.get("cursor", -1)) is int):
+            return got
+        return None
 
 
 Record = Conversation | Tombstone
 
 _CONV_KEYS = frozenset({"conversationId", "agentId", "hlc", "host"})
+_TOMB_KEYS = frozenset({"deleted", "hlc", "host"})
 
 
 def parse_record(value: Any) -> Record:
@@ -109,7 +125,7 @@ def parse_record(value: Any) -> Record:
     if value.get("deleted") is True:
         if "hlc" not in value:
             raise RecordError("a tombstone without 'hlc'")
-        return Tombstone(stamp, host)
+        return Tombstone(stamp, host, _extra(value, _TOMB_KEYS))
     conv = value.get("conversationId")
     if not isinstance(conv, str) or not conv:
         raise RecordError("missing or non-string 'conversationId'")

@@ -13,10 +13,17 @@ machine has it*. A version written before the gc never does: it is below the flo
 arrives. (Its conversation entry stays tombstoned unless that machine also writes the entry again, as
 a SessionStart does; a session without its entry starts a fresh conversation at its next SessionStart.)
 
-A session a process on this machine is still working on (a delivery due, a worker delivering, a hook
-that ran within the last few minutes) is never retired: it is re-stamped (touched) before the floor
-rises, and so is a session whose conversation entry is newer than the floor while its files are not.
-What another machine is working on is known only there: its own daily gc (``watch``) keeps it fresh.
+A session in use is never retired: it is re-stamped (touched) before the floor rises, and so is a session
+whose conversation entry is newer than the floor while its files are not. In use means a process on this
+machine is working on it (a delivery due, a worker delivering, a hook that ran within the last few
+minutes) or *any* machine wrote to it within the last :data:`IN_USE_MS` (its newest version's stamp, from
+the shared home: what another machine does is known here only by what it writes).
+
+Whose clock: ages are counted back from the *reference*, this machine's clock or the newest write of any
+other machine, whichever is earlier. A machine whose clock runs ahead (31 days, say) sees every other
+machine's fresh writes as old; counting from their newest write instead, it retires nothing they wrote
+recently. The price: while every other machine is idle, ages count from their last write (gc retires
+less, never more).
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ class SessionFacts:
     entry: Stamp | None = None  # its live conversation entry's stamp, if any
     unstamped_mtime_ms: int | None = None  # upstream's unstamped version only: when its file was written
     ended: str | None = None  # Claude Code ended it (SessionEnd: the session record's ended_at/end_reason)
+    host: str | None = None  # the host that wrote its newest version
+    cursor: int = -1  # its cursor (kept in the retirement record: a session that comes back goes on from it)
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,26 @@ class GcPlan:
     entries: list[str] = field(default_factory=list)  # conversation entries to tombstone
     local: list[str] = field(default_factory=list)  # sessions whose machine-local files go
     prune: dict[str, str] = field(default_factory=dict)  # backups/ and quarantine/ paths (home-relative) → why
+    reference_ms: int = 0  # what ages were counted back from (this clock, or another machine's newest write)
+    cursors: dict[str, int] = field(default_factory=dict)  # retired session → its cursor (the retirement record)
+
+
+def reference_ms(now_ms: int, others_ms: int | None) -> int:
+    """The time ages are counted back from: this machine's clock, or the newest write of another machine
+    when that is earlier (a clock ahead cannot make fresh sessions look old)."""
+    return now_ms if others_ms is None else min(now_ms, others_ms)
+
+
+def written_recently(facts: SessionFacts | None, ref_ms: int, host: str | None) -> str | None:
+    """Why the shared stamps say another machine is working on the session (its newest version, written by
+    a host other than ``host``, this one, lies within IN_USE_MS before the reference), or None. What this
+    machine's own processes do, its local facts say (:func:`in_use`)."""
+    if facts is None or facts.stamp is None or facts.host in (None, host):
+        return None
+    ago = ref_ms - facts.stamp.wall
+    if ago >= IN_USE_MS:
+        return None
+    return f"{facts.host} wrote to it {max(ago, 0) // 1000} s ago (in use there)"
 
 
 def in_use(local: LocalFacts | None, now_ms: int, ended: bool = False) -> str | None:
@@ -100,12 +129,14 @@ def _age(ms: int) -> str:
 
 def plan_gc(*, now_ms: int, age_ms: int, old_floor: Stamp, sessions: Mapping[str, SessionFacts],
             entries: Mapping[str, Stamp], local: Mapping[str, LocalFacts],
-            set_aside: Mapping[str, int]) -> GcPlan:
+            set_aside: Mapping[str, int], others_ms: int | None = None, host: str | None = None) -> GcPlan:
     """``sessions``: every session with files in the home; ``entries``: live conversation entries (session →
     stamp); ``local``: this machine's facts per session; ``set_aside``: files and dated directories under
-    backups/ and quarantine/ (home-relative path → when written, ms)."""
-    floor = max(old_floor, Stamp(max(now_ms - age_ms, 0), 0))
-    plan = GcPlan(floor)
+    backups/ and quarantine/ (home-relative path → when written, ms); ``others_ms``: the newest write of any
+    other machine (wall ms of its stamp), None when no other machine wrote; ``host``: this machine's id."""
+    ref = reference_ms(now_ms, others_ms)
+    floor = max(old_floor, Stamp(max(ref - age_ms, 0), 0))
+    plan = GcPlan(floor, reference_ms=ref)
     for sid in sorted(set(sessions) | set(entries)):
         facts = sessions.get(sid, SessionFacts(None))
         entry = entries.get(sid, facts.entry)
@@ -117,7 +148,7 @@ def plan_gc(*, now_ms: int, age_ms: int, old_floor: Stamp, sessions: Mapping[str
         files_fall = live and (facts.stamp or ZERO) < floor  # the new floor would retire its files
         if newest >= floor and not files_fall:
             continue  # active since the floor, files and entry alike
-        busy = in_use(local.get(sid), now_ms, facts.ended is not None)
+        busy = in_use(local.get(sid), now_ms, facts.ended is not None) or written_recently(facts, ref, host)
         if live and (busy is not None or newest >= floor):
             plan.keep[sid] = busy or "its conversation entry was written after the floor"
             plan.touch.append(sid)  # re-stamped before the floor rises: its files stay above it
@@ -127,15 +158,17 @@ def plan_gc(*, now_ms: int, age_ms: int, old_floor: Stamp, sessions: Mapping[str
         if not live and sid in sessions:
             why = "below the session floor of an earlier gc"
         elif not live:
-            why = f"a conversation entry without session files, last written {_age(now_ms - newest.wall)} ago"
+            why = f"a conversation entry without session files, last written {_age(ref - newest.wall)} ago"
         else:
-            why = f"no activity for {_age(now_ms - newest.wall)}"
+            why = f"no activity for {_age(ref - newest.wall)}"
             if facts.ended is not None:
                 why += f" ({facts.ended})"
         if busy is not None and sid in entries:
             plan.keep[sid] = busy  # its files (if any) are retired already; the entry stays while in use
             continue
         plan.retire[sid] = why
+        if facts.cursor >= 0:
+            plan.cursors[sid] = facts.cursor
         if sid in entries:
             plan.entries.append(sid)
     for sid, facts in sorted(local.items()):
@@ -145,8 +178,8 @@ def plan_gc(*, now_ms: int, age_ms: int, old_floor: Stamp, sessions: Mapping[str
         gone = sid in plan.retire or (sid not in sessions and sid not in entries and facts.written_ms < floor.wall)
         if gone:
             plan.local.append(sid)
-    horizon = now_ms - age_ms
+    horizon = ref - age_ms
     for path, written in sorted(set_aside.items()):
         if written < horizon:
-            plan.prune[path] = f"set aside {_age(now_ms - written)} ago"
+            plan.prune[path] = f"set aside {_age(ref - written)} ago"
     return plan

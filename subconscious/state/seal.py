@@ -10,11 +10,15 @@ A small, misuse-resistant API in the spirit of Fernet::
   first use only: a hook that meets no sealed value never pays for it).
 - The envelope is versioned and names the key by id::
 
-      {"sealed": 1, "alg": "A256GCM", "kid": "k<16 hex>", "nonce": "<b64url>", "ct": "<b64url>"}
+      {"sealed": 2, "alg": "A256GCM", "kid": "k<16 hex>", "v": <n>, "nonce": "<b64url>", "ct": "<b64url>"}
 
-- The associated data binds the format version, the algorithm, the key id, the session and the block
-  label, so an envelope copied to another session or label, or relabelled with another key id, does
-  not open.
+  ``v`` is the value's version: one more than the version it replaces for that session and label, so
+  a reader that has seen version n knows an envelope of version < n is an older one put back (format 1
+  envelopes, without ``v``, read as version 0).
+- The associated data binds the format version, the algorithm, the key id, the value's version, the
+  session and the block label, so an envelope copied to another session or label, relabelled with
+  another key id or given another version number, does not open.
+- Base64url is decoded strictly: one alphabet, no padding, no whitespace, canonical trailing bits.
 - Key ids are derived from the key (HMAC-SHA256 under a fixed label), so the same key, however it
   reached a machine (generated, imported, derived from a passphrase), has the same id everywhere. The
   id reveals nothing about the key; the AEAD key itself is a separate derivation of the same secret.
@@ -32,9 +36,11 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from typing import Any, Mapping, Protocol
 
-FORMAT = 1
+FORMAT = 2
+FORMATS = (1, 2)  # read; format 1 has no version field (reads as version 0)
 ALG = "A256GCM"
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -44,7 +50,10 @@ KEY_ID_HEX = 16
 _ID_LABEL = b"subconscious/key-id/v1"
 _AEAD_LABEL = b"subconscious/aead/v1"
 _AD_TAG = "subconscious-sealed-value"
-_ENVELOPE_KEYS = frozenset({"sealed", "alg", "kid", "nonce", "ct"})
+_ENVELOPE_KEYS = {1: frozenset({"sealed", "alg", "kid", "nonce", "ct"}),
+                  2: frozenset({"sealed", "alg", "kid", "v", "nonce", "ct"})}
+MAX_VERSION = 2**53  # JSON-safe integers only
+_B64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 
 class SealError(ValueError):
@@ -124,31 +133,49 @@ def _b64e(data: bytes) -> str:
 
 
 def _b64d(text: str) -> bytes:
-    if not isinstance(text, str) or not text.isascii() or "=" in text:
+    """Strict unpadded base64url: only ``A-Z a-z 0-9 - _``, no ``=``, no whitespace, and the text must
+    be the one encoding of its bytes (unused trailing bits zero), so one value has one spelling."""
+    if not isinstance(text, str) or not _B64URL.fullmatch(text) or len(text) % 4 == 1:
         raise ValueError("not unpadded base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64e(data) != text:
+        raise ValueError("not the canonical base64url of its bytes")
+    return data
 
 
-def associated_data(version: int, alg: str, key_id: str, session_id: str, label: str) -> bytes:
+def associated_data(fmt: int, alg: str, key_id: str, session_id: str, label: str, version: int = 0) -> bytes:
     """What every envelope is bound to, as unambiguous bytes (a JSON array, ASCII-escaped)."""
-    return json.dumps([_AD_TAG, version, alg, key_id, session_id, label], ensure_ascii=True,
-                      separators=(",", ":")).encode("ascii")
+    fields: list[Any] = [_AD_TAG, fmt, alg, key_id, session_id, label]
+    if fmt >= 2:
+        fields.append(version)
+    return json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")  # any Python str round-trips, even lone surrogates
 
 
-def seal(key: Key, plaintext: str, *, session_id: str, label: str) -> dict[str, Any]:
-    """Encrypt ``plaintext`` for ``label`` of ``session_id`` under ``key``: a JSON-ready envelope."""
+def seal(key: Key, plaintext: str, *, session_id: str, label: str, version: int = 1) -> dict[str, Any]:
+    """Encrypt ``plaintext`` for ``label`` of ``session_id`` under ``key``: a JSON-ready envelope.
+    ``version``: the value's version (one more than the one it replaces; see the module docstring)."""
     if not isinstance(key, Key):
         raise TypeError("seal() needs a Key")
     if not isinstance(plaintext, str) or not isinstance(session_id, str) or not isinstance(label, str):
         raise TypeError("seal() seals a str for a str session id and a str label")
+    if type(version) is not int or not (0 <= version <= MAX_VERSION):
+        raise TypeError("a sealed value's version is an int in [0, 2**53]")
     nonce = os.urandom(NONCE_BYTES)
-    ad = associated_data(FORMAT, ALG, key.id, session_id, label)
+    ad = associated_data(FORMAT, ALG, key.id, session_id, label, version)
     ct = key.cipher().encrypt(nonce, _encode(plaintext), ad)
-    return {"sealed": FORMAT, "alg": ALG, "kid": key.id, "nonce": _b64e(nonce), "ct": _b64e(ct)}
+    return {"sealed": FORMAT, "alg": ALG, "kid": key.id, "v": version, "nonce": _b64e(nonce), "ct": _b64e(ct)}
+
+
+def envelope_version(value: object) -> int:
+    """The version an envelope claims (0 for format 1 or a malformed one); authentic once it opened."""
+    if is_envelope(value):
+        v = value.get("v", 0)  # type: ignore[union-attr]
+        return v if type(v) is int and 0 <= v <= MAX_VERSION else 0
+    return 0
 
 
 def is_envelope(value: object) -> bool:
@@ -170,11 +197,14 @@ def open_envelope(keyring: KeyLookup | Mapping[str, Key], envelope: object, *, s
     if not isinstance(envelope, dict) or "sealed" not in envelope:
         raise SealError("malformed", "not a sealed value")
     version, alg, kid = envelope.get("sealed"), envelope.get("alg"), envelope.get("kid")
-    if type(version) is not int or version != FORMAT or alg != ALG:
+    if type(version) is not int or version not in FORMATS or alg != ALG:
         raise SealError("unsupported", f"sealed value of format {str(version)[:12]!r} / {str(alg)[:16]!r}; "
-                        f"this version reads format {FORMAT} / {ALG}", envelope_key_id(envelope))
-    if not is_key_id(kid) or set(envelope) != _ENVELOPE_KEYS:
+                        f"this version reads formats {FORMATS} / {ALG}", envelope_key_id(envelope))
+    if not is_key_id(kid) or set(envelope) != _ENVELOPE_KEYS[version]:
         raise SealError("malformed", "sealed value with missing, unknown or malformed fields")
+    number = envelope.get("v", 0)
+    if type(number) is not int or not (0 <= number <= MAX_VERSION):
+        raise SealError("malformed", "sealed value with a malformed version", kid)
     try:
         nonce, ct = _b64d(envelope["nonce"]), _b64d(envelope["ct"])
     except (ValueError, binascii.Error):
@@ -187,7 +217,7 @@ def open_envelope(keyring: KeyLookup | Mapping[str, Key], envelope: object, *, s
     from cryptography.exceptions import InvalidTag
 
     try:
-        data = key.cipher().decrypt(nonce, ct, associated_data(FORMAT, ALG, kid, session_id, label))
+        data = key.cipher().decrypt(nonce, ct, associated_data(version, ALG, kid, session_id, label, number))
     except InvalidTag:
         raise SealError("does-not-open", f"sealed value under key {kid} does not open for this session and "
                         "label (damaged, tampered with, or moved)", kid) from None

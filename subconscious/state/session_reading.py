@@ -9,15 +9,17 @@ Also the names of session files, and which version counts: below the session flo
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Iterator
 
 from . import copies
-from .clock import ZERO, Stamp, tick
+from .bounds import future_message
+from .clock import ZERO, Stamp, bound, tick
 from .files import Problem
 from .ids import check_session_id, is_session_id
 from .merge import merge_session_versions
-from .order import canonical
-from .publish import displaced_names
+from .order import ADOPTED_MAX, add_adopted, adoption_digest, canonical, is_digest
+from .publish import displaced_names, displaced_prefix
 from .records import LEGACY_HOST, RecordError, SessionState, parse_session
 from .sources import Read, Source, copy_source
 
@@ -48,10 +50,44 @@ def counts(state: SessionState, floor: Stamp, upstream_writable: bool) -> bool:
     return state.stamp >= floor or (upstream_writable and state.stamp == ZERO and state.host == LEGACY_HOST)
 
 
-def session_view_version(view: SessionState, hosts: dict[str, SessionState], winner: SessionState | None) -> SessionState:
+ADOPTED_KEY = "adopted"  # a session version's record of upstream's versions adopted (see adopted_by)
+
+
+def session_digest(state: SessionState) -> str:
+    """The adoption digest of a session version's last-writer-wins part (not the cursor, the start time
+    or the record itself)."""
+    extra = state._extra_dict()
+    extra.pop(ADOPTED_KEY, None)
+    return adoption_digest([state.conversation_id, state.agent_id, state.last_block_values,
+                            state.last_seen_message_id, extra])
+
+
+def adopted_by(state: SessionState | None) -> list[str]:
+    """The digests of upstream's versions that ``state``'s writers adopted."""
+    got = state._extra_dict().get(ADOPTED_KEY) if state is not None and state.extra else None
+    return [d for d in got[-ADOPTED_MAX:] if is_digest(d)] if isinstance(got, list) else []
+
+
+def with_adopted(state: SessionState, adopted: SessionState) -> SessionState:
+    """``state`` recording that it adopts upstream's version ``adopted`` (stamped by nobody until now)."""
+    rest = state._extra_dict()
+    have = adopted_by(state)
+    digests = add_adopted(have, [session_digest(adopted)])
+    if digests == have:
+        return state
+    rest[ADOPTED_KEY] = digests
+    return state.evolve(extra=canonical(rest))
+
+
+def session_view_version(view: SessionState, hosts: dict[str, SessionState], winner: SessionState | None,
+                         adopted: frozenset[str] | set[str] = frozenset()) -> SessionState:
     """What the view's version counts as: upstream's rewrite of a version (unstamped, or stamped like a
-    host's version but with other content) is newer than the version it replaced."""
+    host's version but with other content) is newer than the version it replaced — once: a content some
+    writer already adopted (``adopted``, digests) is upstream's stale read-change-write, as old as it is
+    (its cursor still counts: the cursor is the maximum of every version)."""
     if winner is None:
+        return view
+    if adopted and session_digest(view) in adopted:
         return view
     if view.stamp == ZERO and view.host == LEGACY_HOST:
         return view.evolve(stamp=tick(winner.stamp, 0)) if _group(view) != _group(winner) else view
@@ -59,6 +95,69 @@ def session_view_version(view: SessionState, hosts: dict[str, SessionState], win
     if mine is not None and mine.stamp == view.stamp and _group(mine) != _group(view):
         return view.evolve(stamp=tick(max(mine.stamp, winner.stamp), 0), host=LEGACY_HOST)
     return view
+
+
+def unusual(names: list[str]) -> list[str]:
+    from .listcache import unusual
+
+    return unusual(names)
+
+
+class Listing:
+    """One directory listing indexed once, so that reading every session of a home looks at each name a
+    bounded number of times (issue 24: one scan of the whole listing per session was quadratic, 47 s at
+    8,000 sessions). A session's displaced versions and copies are the names that start with its file's
+    stem or displaced prefix: a range of the sorted names, found by bisection."""
+
+    __slots__ = ("names", "ordered", "members", "complete")
+
+    def __init__(self, names: list[str], complete: bool = True):
+        """``complete=False``: only the directory's unusual names (:func:`.listcache.unusual`); a plain
+        name is then taken as present (a read of it finds out)."""
+        self.names = names
+        # what a session's displaced versions and copies can be named is never a plain name of another
+        # session (except one that extends its name: OneDrive's session-<id>-LAPTOP.json), so only the
+        # directory's unusual names are searched (:func:`.listcache.unusual`; the whole listing is still
+        # what ``in`` and the weak patterns see)
+        self.ordered = sorted(unusual(names)) if complete else sorted(names)
+        self.members = frozenset(names)
+        self.complete = complete
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.members or (not self.complete and copies.plain(name))
+
+    def starting(self, prefix: str) -> list[str]:
+        i = bisect_left(self.ordered, prefix)
+        out = []
+        ordered = self.ordered
+        while i < len(ordered) and ordered[i].startswith(prefix):
+            out.append(ordered[i])
+            i += 1
+        return out
+
+    def displaced(self, name: str) -> list[str]:
+        if not self.ordered:
+            return []  # (most directories: no unusual name at all)
+        return displaced_names(self.starting(displaced_prefix(name)), name)
+
+    def copies(self, name: str) -> list[copies.ConflictCopy]:
+        if not self.ordered:
+            return []
+        stem = name[: -len(SESSION_SUFFIX)]
+        return copies.find(self.starting(stem), "root", name,
+                           listing=self.members if self.complete else self.members | {name})
+
+
+def _displaced(names, name: str) -> list[str]:
+    return names.displaced(name) if isinstance(names, Listing) else displaced_names(names, name)
+
+
+def _copies(names, name: str) -> list:
+    return names.copies(name) if isinstance(names, Listing) else copies.find(names, "root", name)
+
+
+def _holds(names, name: str) -> bool:
+    return name in names
 
 
 class SessionReading:
@@ -77,6 +176,9 @@ class SessionReading:
     @staticmethod
     def _view_ids(names: list[str]) -> list[str]:
         copy_names = copies.ambiguous_copies(names)
+        found = copies.plain_session_names(names)
+        if found is not None:  # a OneDrive/Nextcloud copy named like a session is not a session
+            return [m.group(1) for m in found if m.group(0) not in copy_names]
         out = []
         for name in names:
             if name in copy_names or not copies.plain(name):  # a OneDrive/Nextcloud copy named like a session
@@ -101,18 +203,54 @@ class SessionReading:
         for listing in listings.values():
             ids |= set(self._view_ids(listing))
         floor = self.floor(listings)
-        for sid in sorted(ids):
-            state, problems, reads = self._read(sid, names, listings, floor)
+        # indexed once: each session's own names are then a bisection away (linear, not one scan per session)
+        root = Listing(names)
+        indexed = {h: Listing(listing) for h, listing in listings.items()}
+        for sid, state, problems, reads in self.read_each(sorted(ids), root, indexed, floor):
             if state is None and not problems and reads["retired"]:
                 continue  # every version is below the session floor: retired, only its files are left
             yield sid, state, problems
+
+    def read_each(self, ids, root: "Listing", indexed: dict, floor: Stamp):
+        """``(sid, state, problems, reads)`` of each session in ``ids``, from listings taken once; each
+        directory opened once for all of them (:meth:`.fs.FS.holding`), not once per file."""
+        held = self.fs.holding()
+        try:
+            for sid in ids:
+                with held:
+                    state, problems, reads = self._read(sid, root, indexed, floor)
+                yield sid, state, problems, reads
+        finally:
+            held.close()
 
     # ------------------------------------------------------------------ reading
 
     def read(self, session_id: str, names: list[str] | None = None
              ) -> tuple[SessionState | None, list[Problem], list[copies.Found]]:
-        state, problems, reads = self._read(session_id, names)
+        listings = None
+        if names is None:  # a hook's read: the unusual names of each directory, listed only when it changed
+            names, listings = self._cached_listings()
+        state, problems, reads = self._read(session_id, names, listings)
         return state, problems, [copies.Found(r.source.path, r.source.copy, r.raw) for r in reads["folds"]]
+
+    def _cached_listings(self) -> tuple[Listing | None, dict | None]:
+        """Each session directory's unusual names through the machine-local listing cache (see
+        :mod:`.listcache`), or (None, None) where the file system cannot tell a directory changed. Only
+        reads use it: every write lists the directories it merges."""
+        from .listcache import ListingCache
+
+        cache = ListingCache(self.fs, self.home, self.store.clocks_dir.parent / "cache")
+        root = cache.names(self.home)
+        if root is None:
+            return None, None
+        listings: dict = {}
+        for host in self._host_dirs():
+            directory = self.home / HOSTS / host
+            found = cache.names(directory)
+            listings[host] = Listing(found, complete=False) if found is not None else self.fs.listdir(directory)
+        if self.store.keep_caches:
+            cache.save()
+        return Listing(root, complete=False), listings
 
     def _gather(self, session_id: str, names: list[str] | None, listings: dict[str, list[str]] | None):
         """Read every source of one session, in the order content moves: the view, then (listed after
@@ -122,31 +260,47 @@ class SessionReading:
         read passes listings taken once for every session, and may miss a version moved meanwhile.)"""
         name = session_file_name(session_id)
         view = Source(self.home / name, "view")
-        out = [(view, *self._read_one(view, session_id))]
+        limit = bound(self.store.now())  # (once per session, not per file)
+        out = [(view, *self._read_one(view, session_id, limit))]
         names = self.fs.listdir(self.home) if names is None else names
-        others = [Source(self.home / n, "displaced") for n in displaced_names(names, name)]
-        others += [copy_source(self.home / c.name, c) for c in copies.find(names, "root", name)]
-        out += [(source, *self._read_one(source, session_id)) for source in others]
+        others = [Source(self.home / n, "displaced") for n in _displaced(names, name)]
+        others += [copy_source(self.home / c.name, c) for c in _copies(names, name)]
+        got = [(source, *self._read_one(source, session_id, limit)) for source in others]
+        out += got
         hosts = []
+        if listings is not None and any(read.raw is None for _, read, _ in got):
+            # the hosts' names were listed before the view was read (the listing cache, a bulk read): a displaced
+            # version or copy that went away meanwhile was merged into a host's version made after that
+            # listing, so the hosts are listed again, now (the simulation found a read that missed both)
+            listings = None
         if listings is None:
             listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
+        dirs = self._host_paths
         for host, listing in listings.items():
-            directory = self.home / HOSTS / host
-            if name in listing:
+            directory = dirs.get(host) or dirs.setdefault(host, self.home / HOSTS / host)
+            if _holds(listing, name):
                 kind = "copy" if host in self.store.retiring else "shard"
                 hosts.append(Source(directory / name, kind, owner=host))
-            hosts += [Source(directory / n, "displaced", owner=host) for n in displaced_names(listing, name)]
-            hosts += [copy_source(directory / c.name, c, host) for c in copies.find(listing, "root", name)]
-        return out, [(source, *self._read_one(source, session_id)) for source in hosts]
+            hosts += [Source(directory / n, "displaced", owner=host) for n in _displaced(listing, name)]
+            hosts += [copy_source(directory / c.name, c, host) for c in _copies(listing, name)]
+        return out, [(source, *self._read_one(source, session_id, limit)) for source in hosts]
 
-    def _read_one(self, source: Source, session_id: str) -> tuple[Read, list[SessionState]]:
+    def _read_one(self, source: Source, session_id: str, limit: Stamp | None = None) -> tuple[Read, list[SessionState]]:
         read = self.store.reader.read(source)
         parsed = []
+        limit = bound(self.store.now()) if limit is None else limit
         for value in read.values:
             try:
-                parsed.append(parse_session(value, session_id))
+                state = parse_session(value, session_id)
             except RecordError as exc:
                 self.store.reader.wrong(read, "invalid-entry", f"not a session state: {exc}")
+                continue
+            if state.stamp > limit:
+                # beyond the bound: ordered as the oldest version (its cursor still counts), see .bounds
+                read.problems.append(Problem("future-stamp", str(source.path),
+                                             future_message({session_id: state.stamp}, "versions")))
+                state = state.evolve(stamp=ZERO)
+            parsed.append(state)
         return read, parsed
 
     def _read(self, session_id: str, names: list[str] | None = None, listings: dict | None = None,
@@ -157,7 +311,8 @@ class SessionReading:
             floor = self.floor(listings)
         view_reads, host_reads = self._gather(session_id, names, listings)
         problems: list[Problem] = []
-        reads = {"view": None, "own": None, "folds": [], "displaced": [], "floor": floor, "retired": False}
+        reads = {"view": None, "own": None, "folds": [], "displaced": [], "floor": floor, "retired": False,
+                 "pass": max(floor, self.pending_floor)}  # what a write stamps past
         if floor != ZERO:
             # below the floor a version is retired, wherever it comes from (see state/retention.py)
             def alive(found):
@@ -194,13 +349,14 @@ class SessionReading:
             else:
                 others += parsed
         winner = merge_session_versions([*by_host.values(), *others])
+        adopted = {d for s in [*by_host.values(), *others] for d in adopted_by(s)}
         for source, read, parsed in view_reads:
             if not take(source, read, parsed):
                 continue
             if source.kind == "view":
                 reads["view"] = read
             if source.upstream_writable:
-                parsed = [session_view_version(p, by_host, winner) for p in parsed]
+                parsed = [session_view_version(p, by_host, winner, adopted) for p in parsed]
             others += parsed
         state = merge_session_versions([*by_host.values(), *others])
         # what the hosts' files alone say: if the views (upstream's writes, displaced versions) added

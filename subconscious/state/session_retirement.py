@@ -12,7 +12,9 @@ import re
 from pathlib import Path
 
 from . import copies
-from .clock import ZERO, Stamp
+from .bounds import future_message, when
+from .clock import FOLLOW_MS, ZERO, Stamp, bound, follow_limit
+from .files import Problem
 from .publish import DISPLACED, displaced_names, publish
 from .records import LEGACY_HOST, RecordError, parse_session
 from .session_reading import HOSTS, MAX_REDO, session_file_name
@@ -33,6 +35,42 @@ class SessionRetirement:
         return self.home / HOSTS / (host or self.store.host) / FLOOR_FILE
 
     def _floor_reads(self, listings: dict[str, list[str]]) -> list[tuple[str, Read, Stamp]]:
+        """Each host's floor file: (host, what was read, its floor). A floor beyond this machine's clock +
+        FOLLOW_MS is no floor (ZERO, reported in the read's problems): one file must not retire every session,
+        here or anywhere it would be adopted. gc sets a floor at most at its reference (its clock, or the
+        newest write of the other machines, whichever is earlier: state/retention.py), and a correct clock
+        is at most FOLLOW_MS ahead of the stamps it follows, so no gc sets one further ahead; the 24 h read
+        bound would let a floor 23 h ahead hide every session (red team, issue 24)."""
+        now = self.store.now()
+        limit = bound(now)
+        follow = follow_limit(now)
+        out = []
+        pending = ZERO
+        for host, read, stamp in self._floor_reads_unbounded(listings):
+            if stamp > limit:
+                read.problems.append(Problem("future-stamp", str(read.source.path), future_message(
+                    {"sessionFloor": stamp}, "floor", what="a session floor")))
+                stamp = ZERO
+            elif stamp > follow:
+                read.problems.append(Problem("future-stamp", str(read.source.path), (
+                    f"a session floor {stamp.encode()} ({when(stamp)}) ahead of this machine's clock + "
+                    f"{FOLLOW_MS // 60_000} minutes (no gc sets that: it counts ages from its clock or the "
+                    "others' newest write): ignored, retires nothing (never adopted into this host's files). "
+                    "A clock that was wrong, or a crafted file")))
+                # not a floor here, but writes still stamp past it: a correct gc on a machine whose clock
+                # is ahead must not retire what this machine writes afterwards (retention.py)
+                pending = max(pending, stamp)
+                stamp = ZERO
+            out.append((host, read, stamp))
+        self.pending_floor = pending
+        return out
+
+    def floor_problems(self) -> list[Problem]:
+        """What is wrong with the floor files (doctor reports it)."""
+        listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
+        return [p for _, read, _ in self._floor_reads(listings) for p in read.problems]
+
+    def _floor_reads_unbounded(self, listings: dict[str, list[str]]) -> list[tuple[str, Read, Stamp]]:
         out = []
         for host, listing in listings.items():
             if FLOOR_FILE not in listing:

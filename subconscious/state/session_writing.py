@@ -15,7 +15,7 @@ from .merge import merge_sessions
 from .order import same_json
 from .publish import publish
 from .records import LEGACY_HOST, SessionState
-from .session_reading import MAX_REDO
+from .session_reading import MAX_REDO, with_adopted
 from .textforms import dumps_canonical
 
 log = logging.getLogger("subconscious")
@@ -33,7 +33,7 @@ class SessionWriting:
         merge. ``change`` returning None, or a state equal to the current one, writes nothing of ours."""
         check_session_id(session_id)
         self.store._writable()
-        with self.store.lock():
+        with self.store.lock(), self.store._view_lock(self.view_path(session_id)):
             state: SessionState | None = None
             for _ in range(MAX_REDO):
                 state, redo = self._update_once(session_id, change)
@@ -52,8 +52,10 @@ class SessionWriting:
         merged = current
         if current is None or not _same_content(current, proposed) or _adopt(current, reads):
             # past the floor too: a write is activity, never retired by the gc that raised the floor
-            stamp = self.store._next_stamp(max(current.stamp if current else ZERO, reads["floor"]))
+            stamp = self.store._next_stamp(max(current.stamp if current else ZERO, reads["pass"]))
             proposed = proposed.evolve(stamp=stamp, host=self.store.host)
+            if current is not None and current.host == LEGACY_HOST:  # upstream's version, first adopted
+                proposed = with_adopted(proposed, current)
             merged = merge_sessions(current, proposed) if current is not None else proposed
             if self._publish_own(session_id, merged, reads):
                 return merged, True
@@ -70,6 +72,8 @@ class SessionWriting:
         """Publish ``state`` as the shared view, then fold the copies and settle the displaced versions
         that were read; True (nothing folded or settled) when the publish found a version it did not merge."""
         view_raw = reads["view"].raw if reads["view"] is not None else None
+        if self.store._deferred(self.view_path(session_id)):
+            return False  # the lease stayed taken: this host's version holds the write, the view waits
         if publish(self.fs, self.view_path(session_id), _render(state), view_raw).redo:
             return True
         self._finish(reads)
@@ -89,12 +93,14 @@ class SessionWriting:
         """Re-stamp a session that is still in use so that it stays above ``floor`` (gc calls this before
         it raises the floor): its merged state, as it is, becomes this host's version with a new stamp."""
         self.store._writable()
-        with self.store.lock():
+        with self.store.lock(), self.store._view_lock(self.view_path(session_id)):
             for _ in range(MAX_REDO):
                 current, _, reads = self._read(session_id)
                 if current is None or (current.stamp >= floor and current.host != LEGACY_HOST):
                     return current
-                stamp = self.store._next_stamp(max(current.stamp, floor, reads["floor"]))
+                stamp = self.store._next_stamp(max(current.stamp, floor, reads["pass"]))
+                if current.host == LEGACY_HOST:
+                    current = with_adopted(current, current)
                 current = current.evolve(stamp=stamp, host=self.store.host)
                 if not self._publish_both(session_id, current, reads):
                     return current
@@ -107,7 +113,7 @@ class SessionWriting:
         it is retired here already. Returns "merged", "same" or "retired"."""
         self.store._writable()
         session_id = check_session_id(state.session_id)
-        with self.store.lock():
+        with self.store.lock(), self.store._view_lock(self.view_path(session_id)):
             for _ in range(MAX_REDO):
                 current, _, reads = self._read(session_id)
                 if state.stamp < reads["floor"]:
@@ -116,7 +122,7 @@ class SessionWriting:
                 if current is not None and same_json(merged.to_json(), current.to_json()) and not _adopt(current, reads):
                     return "same"
                 if merged.host == LEGACY_HOST:
-                    merged = merged.evolve(stamp=self.store._next_stamp(max(merged.stamp, reads["floor"])),
+                    merged = with_adopted(merged, merged).evolve(stamp=self.store._next_stamp(max(merged.stamp, reads["pass"])),
                                            host=self.store.host)
                 if not self._publish_both(session_id, merged, reads):
                     return "merged"
@@ -126,7 +132,7 @@ class SessionWriting:
         """Write the session merged with its copies (rebuilding a missing view) and move the copies to
         backups/."""
         self.store._writable()
-        with self.store.lock():
+        with self.store.lock(), self.store._view_lock(self.view_path(session_id)):
             for _ in range(MAX_REDO):
                 current, _, reads = self._read(session_id)
                 if current is None:
@@ -138,9 +144,12 @@ class SessionWriting:
                     # same view — two replicas folding at once do not make a new conflict. Upstream's
                     # version (nobody's stamp) is stamped now: first seen.
                     if current.host == LEGACY_HOST:
-                        current = current.evolve(stamp=self.store._next_stamp(current.stamp), host=self.store.host)
+                        current = with_adopted(current, current).evolve(stamp=self.store._next_stamp(current.stamp),
+                                                                        host=self.store.host)
                     if self._publish_own(session_id, current, reads):
                         continue
+                if self.store._deferred(self.view_path(session_id)):
+                    return []
                 if publish(self.fs, self.view_path(session_id), _render(current), view_raw).redo:
                     continue
                 return self._finish(reads)

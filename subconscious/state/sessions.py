@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .clock import ZERO
 from .ids import is_host_id
 from .session_reading import (  # re-exported with the rest: their old home
     HOSTS,
@@ -40,6 +41,8 @@ class SessionFiles(SessionReading, SessionWriting, SessionRetirement):
     def __init__(self, store: "Store"):
         self.store = store
         self.fs = store.fs
+        self.pending_floor = ZERO  # the highest floor the last floor read ignored as ahead (writes stamp past it)
+        self._host_paths: dict[str, Path] = {}  # hosts/<host>/ of each host read (a Path made once, not per file)
 
     @property
     def home(self) -> Path:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from . import copies
 from .clock import ZERO, Stamp
 from .files import Problem
+from .order import AdoptedRecords
 from .plan import FLOOR_SETTING
 from .records import Conversation, Record, Setting, parse_record
 from .sources import Read
@@ -89,6 +91,17 @@ class _Read:
     folds: list[Read] = field(default_factory=list)  # conflict copies to fold once merged
     view_lines: ViewLines | None = None  # the view's entry lines, once it was read clean
     floor: Stamp = ZERO  # the tombstone prune floor
+    adopted: AdoptedRecords = field(default_factory=AdoptedRecords)  # every shard's adoption record
+    own_adopted: list = field(default_factory=list)  # this host's record, as its shard holds it (raw)
+    carried_adopted: list = field(default_factory=list)  # records of files that may go (raw)
+    bound: Stamp | None = None  # the largest stamp that counts (clock.bound of this read's now)
+    demote: bool = False  # versions stamped beyond ``bound`` are in the home: order them as the oldest
+    ahead: Any = None  # every shard's ahead record as read (bounds.AheadRecords: key -> {(hlc, host)})
+    own_ahead: list = field(default_factory=list)  # this host's ahead record, as its shard holds it (raw)
+    carried_ahead: list = field(default_factory=list)  # records of files that may go (copies, displaced, retiring)
+    setting_sources: list = field(default_factory=list)  # every source's settings (key -> Setting), as read
+    apply_ahead: bool = False  # the ahead records are applied (versions they name ordered as the oldest)
+    originals: dict = field(default_factory=dict)  # key -> {(hlc, host)} of versions read demoted
 
 
 def floor_of(settings: dict[str, Setting]) -> Stamp:

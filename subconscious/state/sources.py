@@ -37,6 +37,9 @@ from .fs import FS, TEMP_PREFIX
 from .textforms import has_conflict_markers, split_conflict_sides
 
 QUARANTINE = "quarantine"
+# set-aside versions kept per file and kind (the newest): a torn view under churn is a new content at
+# every write, and quarantine/ grew by one file per write between gc runs (red team, issue 24)
+QUARANTINE_KEEP = 8
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ class Reader:
                                             str(path), f"not read: {got.detail or got.status}"))
             return out
         raw = out.raw = got.data
-        if not raw.strip():
+        if not raw or raw.isspace():
             return out  # empty: nothing there (or an in-place writer between truncate and write)
         if quick is not None and (value := quick(raw)) is not None:
             out.values.append(value)
@@ -173,7 +176,23 @@ class Reader:
                                  (json.dumps(note, indent=1) + "\n").encode())
             logging.getLogger("subconscious").warning(
                 "state: %s could not be used (%s); its bytes are kept in %s", path, kind, target)
+            self._keep_newest(qdir, target.name[: -len(digest)], target.name)
         return str(target)
+
+    def _keep_newest(self, qdir: Path, prefix: str, just: str) -> None:
+        """Keep the newest :data:`QUARANTINE_KEEP` set-aside versions named ``<prefix><digest>`` (one file and
+        kind), each with its note; older ones are removed (the newest bytes of a file that keeps failing are
+        kept, and gc prunes what is left by age). ``just`` (the version set aside now) always stays: the
+        others' mtimes may come from another machine's clock (sync engines carry them) or a crafted file."""
+        note = ".about.json"
+        names = [n for n in self.fs.listdir(qdir) if n.startswith(prefix) and not n.endswith(note)
+                 and len(n) == len(prefix) + 12 and n != just]
+        if len(names) < QUARANTINE_KEEP:
+            return
+        dated = sorted(((self.fs.mtime(qdir / n) or 0.0, n) for n in names), reverse=True)
+        for _, name in dated[QUARANTINE_KEEP - 1:]:
+            self.fs.unlink(qdir / name)
+            self.fs.unlink(qdir / (name + note))
 
     def wrong(self, read: Read, kind: str, message: str) -> None:
         """Report a value in ``read`` that is not of our format (set aside unless weak)."""

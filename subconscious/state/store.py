@@ -49,6 +49,7 @@ from .snapshot import (  # re-exported: their old home
 )
 from .sources import Reader
 from .upkeep import Upkeep
+from .viewlock import LEASE_WAIT_S
 from .writing import Writing
 
 __all__ = ["Snapshot", "ShardInfo", "Store", "StoreError", "open_store", "session_file_name"]
@@ -74,6 +75,7 @@ class Store(Reading, Writing, Upkeep):
         self.host_name = host_name or host
         self.locks_dir, self.clocks_dir = Path(locks_dir), Path(clocks_dir)
         self.lock_timeout = lock_timeout
+        self.lease_wait_s = LEASE_WAIT_S  # what a write waits for a view lease another holder keeps (a hook sets less)
         self.now = now
         self.retention_ms = retention_ms
         self.read_only = read_only  # report problems without setting anything aside; refuse writes
@@ -81,6 +83,9 @@ class Store(Reading, Writing, Upkeep):
         self.reader = Reader(fs, self.home, host, keep=not read_only)
         self.session_files = SessionFiles(self)
         self.retiring: frozenset[str] = frozenset()  # hosts whose files are being retired (read as copies)
+        self.keep_caches = True  # False: not even a machine-local cache is written (preview changes nothing)
+        self.views_held: set[str] = set()  # the view leases this store holds (nested writes never wait on them)
+        self.views_deferred: set[str] = set()  # views whose lease stayed taken during the current write
 
     # ------------------------------------------------------------------ paths
 

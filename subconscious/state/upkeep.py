@@ -13,7 +13,7 @@ from .ids import check_session_id, is_host_id, is_session_id
 from .order import wins as order_wins
 from .plan import FLOOR_SETTING
 from .publish import DISPLACED, displaced_original
-from .records import Setting, Tombstone, later, parse_record
+from .records import RecordError, Setting, Tombstone, later, parse_record
 from .snapshot import CONVERSATIONS, HOSTS, StoreError, floor_of
 from .sources import Source
 from .textforms import TEMP_PREFIX
@@ -22,9 +22,15 @@ from .textforms import TEMP_PREFIX
 class Upkeep:
     """Retirement, merge-in, fold-all and sweeping for :class:`~.store.Store`."""
 
-    def retire_conversations(self, session_ids: list[str], floor: Stamp) -> list[str]:
+    def retire_conversations(self, session_ids: list[str], floor: Stamp, cursors: dict[str, int] | None = None
+                             ) -> list[str]:
         """Tombstone the live entries of ``session_ids`` still stamped below ``floor`` (gc: one write for all
-        of them; an entry written again since the plan was made is activity and stays). Returns the keys."""
+        of them; an entry written again since the plan was made is activity and stays). Each tombstone is
+        the retirement record: the conversation, its agent and the session's cursor (``cursors``), so a
+        session that comes back keeps them. Returns the keys."""
+        from .order import canonical
+
+        cursors = cursors or {}
         self._writable()
         done: list[str] = []
         with self.lock():
@@ -32,11 +38,25 @@ class Upkeep:
 
             def change(stamp: Stamp):
                 done[:] = [k for k in session_ids if (r := snap.get(k)) is not None and r.stamp < floor]
-                return {k: Tombstone(stamp, self.host) for k in done}, {}
+                return {k: Tombstone(stamp, self.host, canonical({"retired": {
+                    "conversationId": snap.get(k).conversation_id, "agentId": snap.get(k).agent_id,
+                    "cursor": cursors.get(k, -1)}})) for k in done}, {}
 
             if any((r := snap.get(k)) is not None and r.stamp < floor for k in session_ids):
                 self._write(change)
         return done
+
+    def retired_conversation(self, session_id: str) -> dict | None:
+        """The retirement record gc left for ``session_id`` (``{"conversationId", "agentId", "cursor"}``), when
+        its entry is a tombstone that holds one; None otherwise (live, never known, or deleted otherwise)."""
+        raw = self.read().raw.get(session_id)
+        if not isinstance(raw, dict) or raw.get("deleted") is not True:
+            return None
+        try:
+            record = parse_record(raw)
+        except RecordError:
+            return None
+        return record.retired if isinstance(record, Tombstone) else None
 
     def merge_in(self, conversations: dict[str, dict], settings: dict[str, Setting]) -> dict[str, int]:
         """Merge versions from elsewhere (an archive) with their own stamps: each wins only where it is
@@ -80,6 +100,16 @@ class Upkeep:
             if isinstance(found, ConflictCopy):
                 sessions.add(found.original)
         sessions |= {o for n in names if (o := displaced_original(n)) is not None}
+        # a sync engine's copy of a host's own session file (hosts/<host>/session-<id> (conflicted
+        # copy …).json) names the same session: fold_session folds those too
+        for host_dir in self.session_files._host_dirs():
+            here = self.fs.listdir(self.home / HOSTS / host_dir)
+            sessions |= {c.original for c in copies.find(here, "root")}
+            here_set = frozenset(here)
+            for name in copies.ambiguous_copies(here):  # OneDrive's session-<id>-<PC>.json, as above
+                found = classify(name, here_set, where="root", include_ambiguous=True)
+                if isinstance(found, ConflictCopy):
+                    sessions.add(found.original)
         sids = {n[len("session-"):-len(".json")] for n in sessions if n.startswith("session-") and n.endswith(".json")}
         sids |= set(self.session_files.ids_without_view(names))
         folded_sessions = 0

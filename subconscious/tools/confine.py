@@ -29,7 +29,7 @@ from .ignore import MAX_RULES_FILE_BYTES, RuleSet, global_excludes_path, load_ru
 from .names import SECRET_DIRS, SECRET_NAMES, hidden_part, is_git_name, is_secret_dir, is_secret_name
 
 __all__ = ["Refused", "ToolError", "ToolTimeout", "Root", "Target", "SECRET_NAMES", "SECRET_DIRS", "is_secret_name",
-           "within", "project_root", "root_refusal", "git_toplevel"]
+           "within", "project_root", "root_refusal", "git_toplevel", "hooks_dir"]
 
 _HAS_DIR_FD = os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW") and os.scandir in os.supports_fd
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -120,9 +120,37 @@ def _config_dirs(home: str | None, env: Mapping[str, str]) -> list[str]:
     return [os.path.realpath(d) for d in dirs]
 
 
+# the operating system's own directories: never a project, nor anything below them (root with /etc as its
+# project read /etc/shadow) — except the few below which people do keep projects (SYSTEM_PROJECT_PARENTS)
+SYSTEM_DIRS = ("/etc", "/proc", "/sys", "/dev", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+               "/boot", "/var", "/run", "/root", "/snap", "/lost+found", "/System", "/Library", "/private",
+               "/Applications", "/cores")
+# refused themselves, projects below them accepted (Docker's WORKDIR /usr/src/app, /var/www/site, /opt/app)
+SYSTEM_PROJECT_PARENTS = ("/usr/src", "/usr/local/src", "/var/www", "/opt", "/srv", "/home", "/Users", "/mnt",
+                          "/media", "/Volumes")
+
+
+def _system_refusal(real: str, home: str | None, env: Mapping[str, str]) -> str | None:
+    if home and _below_or_same(real, home) and _key(real) != _key(home):
+        return None  # inside the user's own home (root's is /root): an ordinary project
+    if any(_below_or_same(real, t) and _key(real) != _key(t) for t in _temp_roots(env)):
+        return None  # a scratch project below the temp dir (macOS keeps it in /private/var/folders)
+    for p in SYSTEM_PROJECT_PARENTS:
+        if _key(real) == _key(p):
+            return "a directory that holds projects (or homes), not one project"
+        if _below_or_same(real, p):
+            return None
+    for d in SYSTEM_DIRS:
+        if _below_or_same(real, d) or _below_or_same(real, os.path.realpath(d)):
+            return f"the system directory {d} or one inside it (other programs' files, configuration and secrets)"
+    return None
+
+
 def root_refusal(path: str, env: Mapping[str, str] | None = None) -> str | None:
     """Why the directory ``path`` is too wide (or too private) to be a project the tools may see; None if
-    it may be one. Refused: ``/`` (or a drive root), the home directory and every directory above it, a
+    it may be one. Refused: ``/`` (or a drive root), the system directories and what is below them
+    (``SYSTEM_DIRS``: /etc, /proc, /usr…, /root unless it is the user's home), the home directory and every
+    directory above it, a
     temp root (``/tmp``, ``/var/tmp``, the temp dir), a config directory (``~/.config``, ``~/.local``,
     ``~/Library``, ``%APPDATA%``…) and, unless it is a git working tree of its own (a dotfiles repo such as
     ``~/.config/nvim``, a CI checkout holding its TMPDIR), any directory inside a config directory or above
@@ -136,6 +164,9 @@ def root_refusal(path: str, env: Mapping[str, str] | None = None) -> str | None:
     if home and _below_or_same(home, real):
         what = "your home directory" if _key(home) == _key(real) else "a directory above your home directory"
         return f"the session's project directory is {shown}, {what}, not a project"
+    system = _system_refusal(real, home, env)
+    if system:
+        return f"the session's project directory is {shown}: {system}"
     is_repo = os.path.lexists(os.path.join(real, ".git"))  # a working tree of its own
     for t in _temp_roots(env):
         if _key(t) == _key(real) or (_below_or_same(t, real) and not is_repo):
@@ -192,6 +223,32 @@ def _read_rules_at(dfd: int, base: str, icase: bool):
     finally:
         os.close(fd)
     return parse_lines(b"".join(chunks).decode("utf-8", errors="replace").split("\n"), base, ignore_case=icase)
+
+
+def hooks_dir(repo: str) -> str | None:
+    """The directory the repository at ``repo`` runs its hooks from when its config sets ``core.hooksPath``
+    (resolved; relative paths are relative to the working tree, as git runs hooks there); None if unset."""
+    import re
+
+    cfg = os.path.join(os.path.dirname(_info_exclude(repo)), "..", "config")
+    try:
+        with open(cfg, "rb") as fh:
+            text = fh.read(MAX_RULES_FILE_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    section, found = "", None
+    for line in text.splitlines():
+        line = line.strip()
+        m = re.match(r"\[\s*([A-Za-z0-9.-]+)", line)
+        if m:
+            section = m.group(1).lower()
+            line = line[line.find("]") + 1:].strip()
+        m = re.match(r"(?i)hookspath\s*=\s*(.*)$", line)
+        if section == "core" and m:
+            found = m.group(1).split(" #")[0].split(" ;")[0].strip().strip('"')
+    if not found:
+        return None
+    return os.path.realpath(os.path.join(repo, os.path.expanduser(found)))
 
 
 def _info_exclude(repo: str) -> str:

@@ -7,6 +7,7 @@ import re
 import time
 from typing import Any, Mapping
 
+from .. import private as _private
 from .. import redact as _redact
 from .confine import Refused, Root, ToolError, ToolTimeout
 from .ignore import glob_regex
@@ -80,6 +81,33 @@ def _check_time(deadline: float) -> None:
         raise ToolTimeout("the call ran out of time")
 
 
+# ---------------------------------------------------------------------- private paths
+
+PRIVATE_REFUSAL = ("the %s is a private path (SUBCONSCIOUS_PRIVATE_PATHS, links resolved): its contents never "
+                   "leave the user's machine; it was not read")
+
+
+def _is_private(root: Root, rel: str, real: str | None = None, globs: tuple[str, ...] | None = None) -> bool:
+    """Whether the project file ``rel`` (or what a link there resolves to, ``real``) is a private path:
+    matched on the project-relative path and on the absolute path, as given and as resolved."""
+    globs = _private.private_globs() if globs is None else globs
+    if not globs:
+        return False
+    forms = [rel, os.path.join(root.path, *rel.split("/")), os.path.join(root.given, *rel.split("/"))]
+    if real:
+        forms.append(real)
+        trel = root.rel_of(real)
+        if trel:
+            forms.append(trel)
+    return any(_private.is_private_path(f, globs) for f in forms if f)
+
+
+def visible_text(text: str) -> str:
+    """A whole file as the tools may show or search it: private passages hidden first (line count kept, so
+    a window or a line number taken afterwards cannot fall inside one), then secrets redacted."""
+    return redacted_text(_private.hide_private_lines(text))
+
+
 # ---------------------------------------------------------------------- Read
 
 def read(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -> str:
@@ -92,6 +120,8 @@ def read(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
         raise ToolError(f"{path}: no such file in the project")
     if t.is_dir:
         raise ToolError(f"{t.shown} is a directory; use Glob to list files")
+    if _is_private(root, t.rel, t.real):
+        raise Refused(PRIVATE_REFUSAL % "file_path")
     fd = root.open_file(t)
     with os.fdopen(fd, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
@@ -102,7 +132,7 @@ def read(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
             raise ToolError(f"{t.rel} is {size:,} bytes, over the {limits.max_file_bytes:,}-byte limit for reading; "
                             "use Grep to find the part you need")
         data = head + fh.read(limits.max_file_bytes + 1 - len(head))
-    text = data[:limits.max_file_bytes].decode("utf-8", errors="replace")
+    text = visible_text(data[:limits.max_file_bytes].decode("utf-8", errors="replace"))
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -188,6 +218,9 @@ def grep(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
     start = root.resolve(_str(args, "path"), what="path", default=".")
     if not start.exists:
         raise ToolError(f"{args.get('path')}: no such file or directory in the project")
+    globs = _private.private_globs()
+    if start.rel and _is_private(root, start.rel, start.real, globs):
+        raise Refused(PRIVATE_REFUSAL % "path")
     name_ok = _name_filter(_str(args, "glob"))
     stats: dict = {}
     rows: list[str] = []
@@ -196,6 +229,8 @@ def grep(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
     for rel, handle, st in root.walk(start, deadline=deadline, max_entries=limits.max_walk_entries, stats=stats):
         if name_ok is not None and not name_ok(rel):
             continue
+        if globs and _is_private(root, rel, getattr(handle, "real", None), globs):
+            continue  # not searched, and not counted: a Grep says nothing about what it did not search
         if st.st_size > limits.max_file_bytes:
             skipped_big += 1
             continue
@@ -210,7 +245,7 @@ def grep(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
             continue
         searched += 1
         count = 0
-        for n, line in enumerate(redacted_text(data.decode("utf-8", errors="replace")).split("\n"), 1):
+        for n, line in enumerate(visible_text(data.decode("utf-8", errors="replace")).split("\n"), 1):
             if n % 2000 == 0 and time.monotonic() > deadline:
                 stats["stopped"] = "time"
                 break
@@ -279,12 +314,15 @@ def glob(root: Root, args: Mapping[str, Any], limits: Limits, deadline: float) -
     while pattern.startswith("./"):
         pattern = pattern[2:]
     rx = re.compile("^(?:%s)$" % glob_regex(pattern), re.S)
+    globs = _private.private_globs()
+    if start.rel and _is_private(root, start.rel, start.real, globs):
+        raise Refused(PRIVATE_REFUSAL % "path")
     stats: dict = {}
     found = []
     prefix = start.rel + "/" if start.rel else ""
-    for rel, _abs, st in root.walk(start, deadline=deadline, max_entries=limits.max_walk_entries, stats=stats):
+    for rel, handle, st in root.walk(start, deadline=deadline, max_entries=limits.max_walk_entries, stats=stats):
         sub = rel[len(prefix):]
-        if rx.match(sub):
+        if rx.match(sub) and not (globs and _is_private(root, rel, getattr(handle, "real", None), globs)):
             found.append((st.st_mtime, rel))
     found.sort(key=lambda x: (-x[0], x[1]))
     total = len(found)

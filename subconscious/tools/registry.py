@@ -146,6 +146,17 @@ def refuse(req: ToolCallRequest, why: str, limits: Limits = DEFAULT_LIMITS) -> O
     return _error(req, why, limits, False, time.monotonic())
 
 
+def _path_forms(root: Root, p: str) -> list[str]:
+    """A path a call names, as given, inside the project, and resolved (links followed to decide only), for
+    matching SUBCONSCIOUS_PRIVATE_PATHS: a link to a private file is private (Edit/Write too, not only Read)."""
+    forms = [p, os.path.join(str(root.given), p)]
+    if "\x00" not in p and len(p) <= 4096:
+        real = os.path.realpath(os.path.join(root.path, os.path.expanduser(p) if p.startswith("~/") else p))
+        rel = root.rel_of(real)
+        forms += [real] + ([rel] if rel else [])
+    return forms
+
+
 def execute(req: ToolCallRequest, ctx: ToolContext) -> Outcome:
     """Run one requested tool if the mode allows it; every failure is an error result, never an exception."""
     t0 = time.monotonic()
@@ -163,8 +174,7 @@ def execute(req: ToolCallRequest, ctx: ToolContext) -> Outcome:
     from ..private import is_private_path, private_globs, private_result, tool_paths
 
     globs = private_globs()
-    if globs and any(is_private_path(p, globs) or is_private_path(os.path.join(str(ctx.root.given), p), globs)
-                     for p in tool_paths(req.arguments)):
+    if globs and any(is_private_path(f, globs) for p in tool_paths(req.arguments) for f in _path_forms(ctx.root, p)):
         return _error(req, f"{req.name} names a private path (SUBCONSCIOUS_PRIVATE_PATHS): its contents never leave "
                       "the user's machine; it was not run.", lim, False, t0)
     got = _run_isolated(req.name, ctx.root.given, req.arguments, lim)
@@ -174,7 +184,7 @@ def execute(req: ToolCallRequest, ctx: ToolContext) -> Outcome:
     kind, text = got
     if kind == "error":
         return Outcome(ToolResult(req.tool_call_id, finish_text("Error: " + text, lim), "error"), req.name, True, ms)
-    text = private_result(req.name, req.arguments, text, globs)  # Grep/Glob lines naming private files go
+    text = private_result(req.name, req.arguments, text, globs, note=False)  # a backstop: the tools skip them
     return Outcome(ToolResult(req.tool_call_id, finish_text(text, lim), "success"), req.name, True, ms)
 
 
@@ -189,11 +199,20 @@ def run_tool(name: str, cwd: str, args: dict, limits: Limits, timeout: float) ->
         return "error", f"the tool failed ({type(e).__name__}: {e})"
 
 
-def _bound_child(timeout: float) -> None:
+# Bash's sweep after the command (shell.py: what the command planted is moved aside) must finish, or what it
+# planted stays on disk until the next Bash call in that project (maybe never): once the command is over and
+# the sandbox gone, the child says so and gets this long more (a tree the scan could check within one call,
+# plus what one command added, is swept well within it); only past it is the child killed, and the next call
+# sweeps first.
+def sweep_budget(timeout: float) -> float:
+    return max(60.0, 4.0 * timeout)
+
+
+def _bound_child(timeout: float, name: str = "") -> None:
     """Backstops for a child the worker can no longer stop: die with the worker (Linux), and a CPU limit."""
     try:
         import resource
-        cpu = int(timeout) + 3
+        cpu = int(timeout + (sweep_budget(timeout) if name == "Bash" else 0)) + 3
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
     except (ImportError, ValueError, OSError):
         pass
@@ -207,7 +226,10 @@ def _bound_child(timeout: float) -> None:
 
 
 def _child(conn, name: str, cwd: str, args: dict, limits: Limits, timeout: float) -> None:
-    _bound_child(timeout)
+    _bound_child(timeout, name)
+    if name == "Bash":
+        from . import shell
+        shell.on_sweep = lambda: conn.send(("sweeping", ""))
     try:
         conn.send(run_tool(name, cwd, args, limits, timeout))
     finally:
@@ -228,11 +250,15 @@ def _run_isolated(name: str, cwd: str, args: dict, limits: Limits) -> tuple[str,
     proc.start()
     send.close()
     try:
-        if recv.poll(limits.call_timeout + (1.0 if method == "fork" else 5.0)):
+        wait = limits.call_timeout + (1.0 if method == "fork" else 5.0)
+        while recv.poll(wait):
             try:
-                return recv.recv()
+                got = recv.recv()
             except (EOFError, OSError):
                 return "error", "the tool process ended without an answer"
+            if got[0] != "sweeping":
+                return got
+            wait = sweep_budget(limits.call_timeout)  # the command is over: let its sweep finish
         return None
     finally:
         recv.close()

@@ -7,6 +7,10 @@ header; anything else is refused with 403, also for the page's own CSS and JS. O
   resolving to 127.0.0.1) reaches the socket but not the answers;
 - a change (POST) must carry the token in the header, not in the URL, and a JSON body: a form on another
   site cannot set either, and a URL with the token in it (history, a pasted link) cannot edit anything.
+
+One more way in, for ``subconscious ui`` itself: ``POST /open`` with the token in a form body
+(:func:`judge_open`). The command opens a 0600 file that posts that form, never the URL: the token is in no
+process's arguments (``/proc/*/cmdline`` is readable by every local user) and in no history entry.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Mapping
 from urllib.parse import parse_qs, urlsplit
 
 TOKEN_HEADER = "x-subconscious-token"
+OPEN_PATH = "/open"
+OPEN_FORM_MAX = 4096  # bytes of the form POST /open reads at most
 READ_METHODS = frozenset({"GET", "HEAD"})
 WRITE_METHODS = frozenset({"POST"})
 
@@ -72,3 +78,14 @@ def judge(method: str, target: str, headers: Mapping[str, str], *, token: str, p
             return Verdict(415, "a change is a JSON body (Content-Type: application/json)")
         return Verdict(200, "ok")
     return Verdict(405, f"method {method} is not served")
+
+
+def judge_open(headers: Mapping[str, str], form_token: str | None, *, token: str, port: int) -> Verdict:
+    """``POST /open`` (the launcher file's form): the Host as for every request, this run's token in the
+    form. It shows the page and changes nothing, so a form from anywhere may send it (a file's Origin is
+    ``null``); only the token holder gets in."""
+    if not _host_ok(headers.get("host"), port):
+        return Verdict(403, "the Host header must be 127.0.0.1 or localhost on this port")
+    if not _same(form_token, token):
+        return Verdict(403, "this run's token is missing or wrong (open the file `subconscious ui` printed)")
+    return Verdict(200, "ok")

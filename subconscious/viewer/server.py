@@ -1,8 +1,9 @@
 """The viewer's HTTP server: the standard library's ThreadingHTTPServer on 127.0.0.1, nothing else.
 
-Routes (every one behind :func:`guard.judge`):
+Routes (every one behind :func:`guard.judge`, but ``POST /open`` behind :func:`guard.judge_open`):
 
   GET  /                      the page (static/index.html, this run's token filled in)
+  POST /open                  the same page, for the form ``token=…`` of the file ``subconscious ui`` opens
   GET  /static/<file>         its CSS and JS
   GET  /api/<section>         JSON: memory, history, messages, sessions, health (one section failing, say the
                               Letta server being down, leaves the others readable)
@@ -23,9 +24,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any, Callable, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from .guard import judge
+from .guard import OPEN_FORM_MAX, OPEN_PATH, judge, judge_open
 
 log = logging.getLogger("subconscious.viewer")
 
@@ -87,6 +88,7 @@ class ViewerServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: ViewerServer
     server_version = "subconscious-ui"
+    timeout = 30  # seconds a connection may sit idle or send a request slowly before it is closed
     sys_version = ""
     protocol_version = "HTTP/1.1"
 
@@ -138,17 +140,42 @@ class _Handler(BaseHTTPRequestHandler):
         self._guarded(self._get)
 
     def do_POST(self) -> None:
+        if urlsplit(self.path).path == OPEN_PATH:
+            self._open()
+            return
         self._guarded(self._post)
+
+    def _open(self) -> None:
+        """``POST /open``: the launcher file's form, ``token=…``; answers with the page itself (its URL, and
+        so the history, holds no token; a reload posts the form again)."""
+        self.close_connection = True
+        raw = (self.headers.get("content-length") or "").strip()
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > OPEN_FORM_MAX:
+            self._error(413 if raw.isascii() and raw.isdigit() else 400, "send the token as a small form")
+            return
+        try:
+            form = parse_qs(self.rfile.read(int(raw)).decode("ascii"), max_num_fields=4)
+        except (ValueError, UnicodeDecodeError):
+            form = {}
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        verdict = judge_open(headers, (form.get("token") or [None])[0], token=self.server.token, port=self.server.port)
+        if not verdict.allowed:
+            self._error(verdict.status, verdict.reason)
+            return
+        self._page()
 
     def do_PUT(self) -> None:
         self._guarded(self._post)
 
     do_DELETE = do_PATCH = do_OPTIONS = do_PUT
 
+    def _page(self) -> None:
+        page = static_text("index.html").replace(TOKEN_PLACEHOLDER, self.server.token)
+        self._send(200, page.encode("utf-8"), "text/html; charset=utf-8")
+
     def _get(self, path: str) -> None:
         if path in ("/", "/index.html"):
-            page = static_text("index.html").replace(TOKEN_PLACEHOLDER, self.server.token)
-            self._send(200, page.encode("utf-8"), "text/html; charset=utf-8")
+            self._page()
             return
         if path.startswith("/static/") and path[len("/static/"):] in STATIC_FILES:
             name = path[len("/static/"):]
@@ -170,7 +197,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(405 if self.command != "POST" else 404, f"{self.command} {path} is not served")
             return
         label = path[len("/api/blocks/"):]
-        length = int(self.headers.get("content-length") or 0)
+        raw = (self.headers.get("content-length") or "").strip()
+        if not (raw.isascii() and raw.isdigit()):  # 'abc', '-1', '1_000', '١٢' (int() takes the last two)
+            self.close_connection = True
+            self._error(400, "send the block as a JSON body with its Content-Length in bytes")
+            return
+        length = int(raw)
         if length <= 0 or length > MAX_BODY:
             self.close_connection = True
             self._error(413 if length > MAX_BODY else 400, "send the block as a JSON body of at most 1 MiB")

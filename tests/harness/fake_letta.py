@@ -2,8 +2,11 @@
 UserPromptSubmit and PreToolUse read (models, an agent, conversations, a conversation's messages with
 ``limit``/``order``/``before``/``after`` as the real API pages them). Sends (the worker's POSTs) get a 503.
 
-``FakeLetta.say(conv, text)`` adds an assistant message (a note); ``requests`` records every request path;
-``delay`` seconds are waited before answering a messages listing (so parallel hooks overlap)."""
+``FakeLetta.say(conv, text)`` adds an assistant message (a note), ``FakeLetta.row(conv)`` a stored row that
+converts into no message (as Letta 0.16.8 has them: ``limit`` counts rows, so such a row makes a page short
+while more follows); ``requests`` records every request path;
+``delay`` seconds are waited before answering a messages listing (so parallel hooks overlap); with ``slow`` given,
+only those conversations' listings are slow: sent over that long, a byte at a time (no read timeout fires)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ class FakeLetta:
     def __init__(self, *, blocks: list[dict] | None = None, delay: float = 0.0):
         self.blocks = blocks or []
         self.delay = delay
+        self.slow: set[str] = set()  # these conversations' listings trickle over ``delay`` s (a byte each 0.2 s)
         self.conversations: dict[str, list[dict]] = {}  # id → messages, oldest first
         self.requests: list[str] = []
         self.lock = threading.Lock()
@@ -31,12 +35,17 @@ class FakeLetta:
             def log_message(self, *a):
                 pass
 
-            def _reply(self, status: int, body) -> None:
+            def _reply(self, status: int, body, trickle: float = 0.0) -> None:
                 raw = json.dumps(body).encode()
+                pad = b" " * int(trickle / 0.2) if trickle else b""  # JSON may start with blanks
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
+                self.send_header("Content-Length", str(len(pad) + len(raw)))
                 self.end_headers()
+                for b in pad:  # a byte each 0.2 s: no read on the other side ever times out
+                    self.wfile.write(bytes([b]))
+                    self.wfile.flush()
+                    time.sleep(0.2)
                 self.wfile.write(raw)
 
             def _route(self, method: str) -> None:
@@ -67,7 +76,9 @@ class FakeLetta:
                 if parts[:1] == ["conversations"] and len(parts) == 3 and parts[2] == "messages":
                     if method != "GET":
                         return self._reply(503, {"detail": "sends are not faked"})
-                    if fake.delay:
+                    if fake.slow and parts[1] in fake.slow:
+                        return self._reply(200, fake.page(parts[1], q), trickle=fake.delay)
+                    if fake.delay and not fake.slow:
                         time.sleep(fake.delay)
                     return self._reply(200, fake.page(parts[1], q))
                 return self._reply(404, {"detail": "not faked"})
@@ -101,6 +112,12 @@ class FakeLetta:
                  "content": text})
             return mid
 
+    def row(self, conv: str) -> None:
+        """A row with no message in it: counted by ``limit``, never listed."""
+        with self.lock:
+            self._n += 1
+            self.conversations.setdefault(conv, []).append({"id": f"row-{self._n:06d}", "_no_message": True})
+
     def page(self, conv: str, q: dict) -> list[dict]:
         """As Letta 0.16.8 pages a conversation: ``before``/``after`` by position whatever the order (an
         unknown cursor is ignored), then ``order``, then ``limit``."""
@@ -113,7 +130,7 @@ class FakeLetta:
             items = [m for m in items if ids.index(m["id"]) > ids.index(q["after"])]
         if q.get("order", "desc") == "desc":
             items.reverse()
-        return items[: int(q.get("limit") or 100)]
+        return [m for m in items[: int(q.get("limit") or 100)] if not m.get("_no_message")]
 
     def close(self) -> None:
         self.server.shutdown()

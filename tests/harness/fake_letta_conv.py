@@ -16,6 +16,17 @@ the next outcome from ``script`` ("ok" once the script is used up):
     tools            a long tool-heavy turn: TOOL_ROUNDS client-tool calls (3 messages each), then end_turn
     tools_cut        the same, but the reply to the last tool results is lost (the run completed)
     tools_die        the worker dies after the first tool request: the conversation waits for approval
+    error_step       stored, one step ran (a reasoning and an assistant message), then the LLM failed: the run
+                     is ``completed`` with stop reason ``llm_api_error``, as Letta 0.16.8 reports it
+
+Any send fails as the script says, a client-tool result too: each send of tool results takes the next
+outcome as well (``ok``, ``down``, ``conflict``, ``timeout_ok``, ``error``, ``error_step``; a ``tools*``
+outcome there is ``ok``).
+
+Paging is Letta 0.16.8's: the conversation is a list of stored *rows*, ``limit`` counts rows, and some rows
+convert into no message at all (``blank_every``: a message-less row after every n-th message; ``row()`` adds
+one), so a page is short while more follows. The worker lists through the real client's paging
+(``LettaClient.iter_messages`` / ``iter_messages_newest_first`` over this ``list_messages``).
 
 ``ok_turns()`` is the oracle's view: for every turn that COMPLETED OK, what it delivered (the transcript
 line range of an update or re-delivery by reference, or "start").
@@ -28,6 +39,7 @@ from pathlib import Path
 
 from subconscious.letta.errors import LettaConflictError, LettaConnectionError, LettaError, LettaStreamError, \
     LettaTimeoutError
+from subconscious.letta.client import LettaClient
 from subconscious.letta.messages import COMPLETE_STOP_REASONS, TurnResult, content_text
 from subconscious.state.records import SessionState
 
@@ -36,12 +48,14 @@ _RANGE = re.compile(r'<(?:lines|retry delivery="\w+") first="(\d+)" last="(\d+)"
 
 
 class FakeLetta:
-    def __init__(self, script=()):
+    def __init__(self, script=(), blank_every: int = 3, context_window: int = 32000):
         self.script = list(script)
-        self.messages: list[dict] = [{"id": "message-00000000", "message_type": "system_message", "content": "sys",
-                                      "run_id": None}]
+        self.blank_every, self.context_window = blank_every, context_window
+        self.rows: list[dict] = [{"id": "message-00000000", "message_type": "system_message", "content": "sys",
+                                  "run_id": None}]
         self.runs: dict[str, dict] = {}
-        self.sends = 0
+        self.sends = 0  # user messages sent (tool results: tool_sends)
+        self.tool_sends = 0
         self.calls: list[str] = []
         self._n = 0
         self._tools_left = 0
@@ -62,10 +76,24 @@ class FakeLetta:
         self._n += 1
         return f"{prefix}-{self._n:08d}"
 
+    @property
+    def messages(self) -> list[dict]:
+        """The conversation's messages, oldest first (what its rows convert into)."""
+        return [m for m in self.rows if not m.get("_no_message")]
+
     def _add(self, kind: str, run: str | None, **fields) -> dict:
         m = {"id": self._id("message"), "message_type": kind, "run_id": run, **fields}
-        self.messages.append(m)
+        self.rows.append(m)
+        if self.blank_every and self._n % self.blank_every == 0:
+            self.row()
         return m
+
+    def row(self) -> None:
+        """A stored row that converts into no message: counted by ``limit``, never listed."""
+        self.rows.append({"id": self._id("row"), "_no_message": True})
+
+    def _outcome(self) -> str:
+        return self.script.pop(0) if self.script else "ok"
 
     def _run(self, status: str, stop: str | None) -> str:
         rid = self._id("run")
@@ -87,43 +115,29 @@ class FakeLetta:
 
     # ------------------------------------------------------------ reads
     def list_messages(self, conversation_id, *, limit=20, order="desc", before=None, after=None, timeout=None):
+        """As Letta 0.16.8 pages: ``before``/``after`` by row position (an unknown cursor is ignored), then
+        ``order``, then ``limit`` rows, then each row converted (message-less rows give nothing)."""
         self.calls.append("list")
-        ids = [m["id"] for m in self.messages]
-        msgs = list(self.messages)
-        if after is not None:
-            msgs = msgs[ids.index(after) + 1:] if after in ids else []
-        if before is not None:
-            msgs = msgs[:ids.index(before)] if before in ids else msgs
+        rows = list(self.rows)
+        ids = [m["id"] for m in rows]
+        if after is not None and after in ids:
+            rows = rows[ids.index(after) + 1:]
+        if before is not None and before in ids:
+            rows = rows[:ids.index(before)]
         if order == "desc":
-            msgs = msgs[::-1]
-        return [dict(m) for m in msgs[:limit]]
+            rows = rows[::-1]
+        return [dict(m) for m in rows[:limit] if not m.get("_no_message")]
 
-    def iter_messages(self, conversation_id, *, after=None, page=100, max_pages=50, timeout=None):
-        cursor = after
-        for _ in range(max_pages):
-            batch = self.list_messages(conversation_id, limit=page, order="asc", after=cursor)
-            yield from batch
-            if len(batch) < page:
-                return
-            cursor = batch[-1]["id"]
-        raise LettaError("too many messages")
-
-    def iter_messages_newest_first(self, conversation_id, *, page=100, max_pages=200, timeout=None):
-        cursor = None
-        for _ in range(max_pages):
-            batch = self.list_messages(conversation_id, limit=page, order="desc", before=cursor)
-            yield from batch
-            if not batch:
-                return
-            cursor = batch[-1]["id"]
-        raise LettaError("too many messages")
+    iter_messages = LettaClient.iter_messages  # the real client's paging over this list_messages
+    iter_messages_newest_first = LettaClient.iter_messages_newest_first
+    _pages = LettaClient._pages
 
     def get_run(self, run_id, *, timeout=None):
         self.calls.append("run")
         return dict(self.runs[run_id])
 
     def get_agent(self, agent_id, *, include_blocks=True, timeout=None):
-        return {"id": agent_id, "llm_config": {"context_window": 32000}}
+        return {"id": agent_id, "llm_config": {"context_window": self.context_window}}
 
     # ------------------------------------------------------------ sends
     def send_message_streaming(self, conversation_id, messages, *, client_tools=None, max_steps=None, timeout=None,
@@ -133,7 +147,7 @@ class FakeLetta:
             raise LettaConflictError("sending: HTTP 409", "another run", status=409)
         if self.waiting():
             raise LettaError("sending: HTTP 400", "the conversation is waiting for approval of tool calls", status=400)
-        outcome = self.script.pop(0) if self.script else "ok"
+        outcome = self._outcome()
         self.sends += 1
         if outcome == "conflict":
             raise LettaConflictError("sending: HTTP 409", "another run is busy", status=409)
@@ -147,6 +161,12 @@ class FakeLetta:
             if outcome == "tools_die":
                 raise LettaConnectionError("sending: connection failed (ReadError)", "retry later")
             return turn
+        if outcome == "error_step":  # one step ran, then the LLM failed: completed + llm_api_error
+            rid = self._run("completed", "llm_api_error")
+            self._add("user_message", rid, content=text)
+            self._add("reasoning_message", rid, reasoning="thinking")
+            a = self._add("assistant_message", rid, content="half")
+            return TurnResult([a], "llm_api_error")
         if outcome in ("error", "error_raise"):
             rid = self._run("failed", "llm_api_error")
             self._add("user_message", rid, content=text)
@@ -175,16 +195,36 @@ class FakeLetta:
                           timeout=None, total_timeout=None):
         if not self.waiting():
             raise LettaError("sending tool results: HTTP 400", "nothing is waiting for approval", status=400)
+        outcome = self._outcome()
+        self.tool_sends += 1
+        if outcome.startswith("tools"):
+            outcome = "ok"
+        if outcome == "conflict":
+            raise LettaConflictError("sending tool results: HTTP 409", "another run is busy", status=409)
+        if outcome == "down":
+            raise LettaConnectionError("sending tool results: cannot connect", "start the server")
         self._tools_left -= 1
         last = self._tools_left <= 0
-        rid = self._run("completed", "end_turn" if last else "requires_approval")
+        failed = outcome in ("error", "error_raise", "error_step")
+        status = "failed" if outcome in ("error", "error_raise") else "completed"
+        stop = "llm_api_error" if failed else ("end_turn" if last else "requires_approval")
+        rid = self._run(status, stop)
         self._add("approval_response_message", rid, content="")
         for _ in results:
             self._add("tool_return_message", rid, tool_return="refused", status="error")
-        if not last:
+        if failed:
+            if outcome == "error_step":
+                self._add("assistant_message", rid, content="half")
+            if outcome == "error_raise":
+                raise LettaStreamError("the Letta agent run failed (llm_error)", "see the server's log")
+            return TurnResult([], "llm_api_error")
+        if not last and outcome != "timeout_ok":
             return self._tool_request(rid)
+        if not last:  # the reply with the next tool request is lost: the conversation waits for approval
+            self._tool_request(rid)
+            raise LettaTimeoutError("streaming took too long", "the run continues")
         a = self._add("assistant_message", rid, content="done with tools")
-        if self._tools_mode == "tools_cut":
+        if self._tools_mode == "tools_cut" or outcome == "timeout_ok":
             raise LettaConnectionError("sending tool results: connection failed (ReadError)", "retry later")
         return TurnResult([a], "end_turn")
 

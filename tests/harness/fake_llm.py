@@ -23,6 +23,8 @@ user text Letta forwards (XML entities are decoded first, so directives survive 
   SAY <text>                          the final answer is exactly <text>
   LLM_ERROR <status>                  answer with that HTTP error
   LLM_SLEEP <seconds>                 wait before answering
+  LLM_WAIT_FOR <absolute path>        wait before answering until that file exists (at most 300 s): an agent
+                                      slower than the user however loaded the machine
 
 Directives end at a newline or '<'. Tool directives run one per step, in order; once all ran (tool calls
 after the latest user message are counted) the answer is SAY's text or ``Done: <tools>`` followed by the
@@ -35,6 +37,7 @@ import base64
 import hashlib
 import html
 import json
+import os
 import re
 import struct
 import sys
@@ -53,6 +56,7 @@ DIRECTIVE_RE = re.compile(
     rf"|SAY\s+(?P<say>[^\n<]+?)\s*{_END}"
     rf"|LLM_ERROR\s+(?P<status>\d{{3}})"
     rf"|LLM_SLEEP\s+(?P<sleep>\d+(?:\.\d+)?)"
+    r"|LLM_WAIT_FOR\s+(?P<wait>/[^\s<]+)"
     r")"
 )
 SKIP_USER_TYPES = {"heartbeat", "system_alert", "login"}
@@ -107,8 +111,8 @@ def latest_user(messages: list) -> tuple[int | None, str | None]:
 
 
 def parse_directives(text: str) -> dict:
-    """Directives in user text: {"actions": [(tool, args)], "say", "error", "sleep"}."""
-    out: dict = {"actions": [], "say": None, "error": None, "sleep": None}
+    """Directives in user text: {"actions": [(tool, args)], "say", "error", "sleep", "wait_for"}."""
+    out: dict = {"actions": [], "say": None, "error": None, "sleep": None, "wait_for": None}
     for m in DIRECTIVE_RE.finditer(html.unescape(text)):
         g = m.groupdict()
         if g["rem"] is not None:
@@ -128,6 +132,8 @@ def parse_directives(text: str) -> dict:
             out["error"] = int(g["status"])
         elif g["sleep"] is not None:
             out["sleep"] = float(g["sleep"])
+        elif g["wait"] is not None:
+            out["wait_for"] = g["wait"]
     return out
 
 
@@ -174,6 +180,8 @@ def decide(body: dict) -> dict:
         return {"kind": "text", "text": "ECHO: (no user message)"}
     d = parse_directives(user_text)
     base = {"sleep": d["sleep"]} if d["sleep"] else {}
+    if d["wait_for"]:
+        base["wait_for"] = d["wait_for"]
     if d["error"] is not None:
         return {"kind": "error", "status": d["error"], **base}
     after = messages[idx + 1:]
@@ -324,6 +332,10 @@ class Handler(BaseHTTPRequestHandler):
         sys.stderr.write(f"[fake-llm] decision {json.dumps(d)[:300]}\n")
         if d.get("sleep"):
             time.sleep(d["sleep"])
+        if d.get("wait_for"):
+            deadline = time.monotonic() + 300
+            while not os.path.exists(d["wait_for"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
         if d["kind"] == "error":
             return self._json({"error": {"message": f"fake-llm scripted error {d['status']}",
                                          "type": "fake_error", "code": str(d["status"])}}, d["status"])

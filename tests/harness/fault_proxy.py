@@ -89,6 +89,7 @@ class Seen:
     status: int | None = None  # the status the client got (None: it got no answer)
     t: float = field(default_factory=time.time)
     ms: float = 0.0
+    body: bytes = b""  # the request body as the client sent it (what left the machine)
 
 
 class _Closed(Exception):
@@ -352,7 +353,7 @@ class FaultProxy:
             body = _read_body(conn, headers)
             path = urllib.parse.urlsplit(target).path
             rule = self._pick(method, path)
-            seen = Seen(method, path, rule.action if rule else "forward")
+            seen = Seen(method, path, rule.action if rule else "forward", body=body)
             started = time.monotonic()
             with self._lock:
                 self.requests.append(seen)

@@ -25,6 +25,7 @@ def run_hook(event: str, data: dict, env: dict, timeout: float = 30) -> subproce
 def conversation_messages(base_url: str, conversation_id: str) -> list[dict]:
     """Every message of a conversation, oldest first (all pages), read from the server directly."""
     out: list[dict] = []
+    seen: set = set()
     after = None
     while True:
         params: dict = {"limit": 100, "order": "asc"}
@@ -32,10 +33,13 @@ def conversation_messages(base_url: str, conversation_id: str) -> list[dict]:
             params["after"] = after
         r = httpx.get(f"{base_url}/v1/conversations/{conversation_id}/messages", params=params, timeout=30)
         r.raise_for_status()
-        page = r.json()
+        page = [m for m in r.json() if m.get("id") not in seen]
         out += page
-        if len(page) < 100:
+        # Letta counts rows, and a row may list as no message: only an empty page (or one of nothing new: a
+        # cursor the server did not know) is the end
+        if not page:
             return out
+        seen.update(m.get("id") for m in page)
         after = page[-1]["id"]
 
 

@@ -309,3 +309,71 @@ def test_full_mode_writes_and_runs_commands_in_the_project(tmp_path, project, le
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "escaped2.txt").exists()
     offered = offered_tools(fake_llm, s)
     assert any({"Read", "Grep", "Glob", "Write", "Edit", "Bash"} <= o for o in offered)
+
+
+def test_full_mode_plants_nothing_host_git_obeys_through_the_real_worker(tmp_path, project, letta_server, letta_agent,
+                                                                        letta_env, fake_llm):
+    """Issue 26 from outside: the stand-in model's Write lays out a bare repository under another name, its Bash
+    makes one with `git init --bare`, hides a nested .git behind `chmod 311`, and links a notes file to the
+    home; after the turn no host git runs the planted core.fsmonitor and the link is gone."""
+    import subprocess
+
+    from tests.unit.test_tools_full import ensure_bwrap
+
+    ensure_bwrap()
+    marker = tmp_path / "FSMONITOR-RAN"
+    config = f'[core]\n\tbare = false\n\tfsmonitor = "touch {marker}; false"\n'
+    calls = [("Write", {"file_path": "vendor/lib/config", "content": config}),
+             ("Write", {"file_path": "vendor/lib/HEAD", "content": "ref: refs/heads/main\n"}),
+             ("Write", {"file_path": "vendor/lib/refs/heads/.keep", "content": ""}),
+             ("Write", {"file_path": "vendor/lib/objects/.keep", "content": ""}),
+             ("Bash", {"command": "git init -q --bare other && printf \"$CFG\" > other/config; mkdir -p a/b && "
+                                  "git init -q a/b && cp other/config a/b/.git/config && chmod 311 a; "
+                                  f"ln -s {tmp_path}/user/.ssh/authorized_keys notes.md; echo PLANTED"
+                                  .replace("$CFG", config.replace("\n", "\\n").replace('"', '\\"'))})]
+    s = make_session(tmp_path, letta_server, letta_agent, letta_env, "full", project)
+    last = s.say("Plant things.\n" + "".join(f"CALL {n} {json.dumps(a)}\n" for n, a in calls))
+    assert s.wait_cursor(last) == last
+    ex = s.exchanges()
+    assert [e["name"] for e in ex] == ["Write"] * 4 + ["Bash"], ex
+    assert any(e["status"] == "error" and "git repository" in e["result"] for e in ex[:4]), ex
+    assert "PLANTED" in ex[4]["result"] and "notes.md" in ex[4]["result"], ex[4]
+    os.chmod(project / "a", 0o755)
+    clean = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"}
+    for d in ("vendor/lib", "other", "a/b"):
+        subprocess.run(["git", "--work-tree=.", "status"], cwd=project / d, env=clean, capture_output=True, timeout=30)
+        assert not marker.exists(), (d, ex[4]["result"])
+    assert not os.path.lexists(project / "notes.md") and not os.path.lexists(project / "a" / "b" / ".git")
+    s2 = make_session(tmp_path / "etc-root", letta_server, letta_agent, letta_env, "full", Path("/etc"))
+    last = s2.say('Read it.\nCALL Read {"file_path": "shadow"}\n')
+    assert s2.wait_cursor(last) == last
+    assert not s2.exchanges() and "root:" not in json.dumps(s2.messages())  # no tools at all with root /etc
+    assert "system directory /etc" in s2.log(), s2.log()[-2000:]
+
+
+def test_full_mode_a_renamed_parent_cannot_hide_a_planted_repository_through_the_real_worker(
+        tmp_path, project, letta_server, letta_agent, letta_env, fake_llm):
+    """Red team of issue 26 from outside: the project holds a nested repository (its .git mounted read-only in
+    the sandbox); the stand-in model's Bash renames the directory holding it and makes a new repository with a
+    core.fsmonitor under the old name. After the turn host git there runs nothing, and the user's repository
+    is still a repository where the rename put it."""
+    import subprocess
+
+    from tests.unit.test_tools_full import ensure_bwrap
+
+    ensure_bwrap()
+    marker = tmp_path / "FSMONITOR-RAN"
+    (project / "lib" / "dep").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(project / "lib" / "dep")], check=True)
+    config = f'[core]\n\tbare = false\n\tfsmonitor = "touch {marker}; false"\n'
+    cmd = ("mv lib/dep lib/dep2 && mkdir lib/dep && git init -q lib/dep && printf \"$CFG\" > lib/dep/.git/config "
+           "&& echo PLANTED").replace("$CFG", config.replace("\n", "\\n").replace('"', '\\"'))
+    s = make_session(tmp_path, letta_server, letta_agent, letta_env, "full", project)
+    last = s.say("Plant it.\n" + f"CALL Bash {json.dumps({'command': cmd})}\n")
+    assert s.wait_cursor(last) == last
+    ex = s.exchanges()
+    assert [e["name"] for e in ex] == ["Bash"] and "PLANTED" in ex[0]["result"], ex
+    clean = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "status"], cwd=project / "lib" / "dep", env=clean, capture_output=True, timeout=30)
+    assert not marker.exists(), ex[0]["result"]
+    assert (project / "lib" / "dep2" / ".git" / "HEAD").exists(), ex[0]["result"]

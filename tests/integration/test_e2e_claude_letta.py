@@ -2,8 +2,8 @@
 ``--plugin-dir``) runs the pip-installed ``subconscious`` hooks against the real Letta server.
 
 Only the two models are scripted: the fake Anthropic API answers Claude Code by the ``[[...]]`` markers
-in the prompt, the fake LLM behind Letta edits memory on ``REMEMBER <block>: <text>`` and waits on
-``LLM_SLEEP <s>``. Everything between them is real: hook stdin and environment as Claude Code gives them,
+in the prompt, the fake LLM behind Letta edits memory on ``REMEMBER <block>: <text>`` and waits for
+``LLM_WAIT_FOR <file>``. Everything between them is real: hook stdin and environment as Claude Code gives them,
 the transcript file Claude Code writes, the detached worker, the shared home and the Letta conversation.
 
 What a user would see is checked where it lands: in the model requests Claude Code makes (the fake API
@@ -30,13 +30,17 @@ from tests.harness.hooks import conversation_messages, said, user_texts
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
 
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"}
-SLOW_AGENT_S = 6  # the fake LLM waits this long per step on the first transcript: the agent is slower than the user
+# The agent is slower than the user: on the first transcript the fake LLM waits until turn 2's Bash call (which
+# runs after turn 2's UserPromptSubmit) makes this file, however loaded the machine (a 6 s sleep per step lost
+# the race once under load: the precondition below failed)
+AGENT_GO = "agent-may-answer"
 
 WAIT_SCRIPT = '''\
 import sys, time
 from pathlib import Path
 from subconscious import localsession
 sessions, sid = Path(sys.argv[1]), sys.argv[2]
+Path(sys.argv[3]).touch()  # the agent, waiting on its first step, may answer now
 deadline = time.monotonic() + 100
 while time.monotonic() < deadline:
     s = localsession.load(sessions, sid)
@@ -150,7 +154,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
 
     # ---- turn 1 (startup): the transcript asks the agent to remember FACT1; the agent is slow
     run1 = laptop.run(f"[[text:Noted {tag}.]] Start of the e2e session.\n"
-                      f"REMEMBER guidance: {fact1}\nLLM_SLEEP {SLOW_AGENT_S}")
+                      f"REMEMBER guidance: {fact1}\nLLM_WAIT_FOR {tmp_path / AGENT_GO}")
     stop1 = time.monotonic()
     times["claude -p, turn 1"] = run1.seconds
     sid = run1.session_id
@@ -166,7 +170,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
 
     # ---- turn 2 (--resume, at once): the agent is still reading turn 1 when the prompt is submitted;
     # a Bash call waits until it has caught up, then the Read call's PreToolUse brings its news.
-    waiter = f"{sys.executable} wait_for_subconscious.py {laptop.sessions} {sid}"
+    waiter = f"{sys.executable} wait_for_subconscious.py {laptop.sessions} {sid} {tmp_path / AGENT_GO}"
     run2 = laptop.run(f"[[tool:Bash {waiter}]] [[tool:Read {project / 'notes.txt'}]] [[text:Read {tag}.]] "
                       "Second turn.", resume=sid, timeout=240)
     times["claude -p, turn 2 (waits for the slow agent)"] = run2.seconds
@@ -174,7 +178,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
     assert laptop.store().conversation(sid).conversation_id == conv, "--resume must keep the conversation"
     prompt2 = context_after(run2.message_requests()[0].body, is_prompt("Second turn."))
     assert fact1 not in prompt2, ("precondition: the agent answered before the next prompt "
-                                  f"(make SLOW_AGENT_S longer); UserPromptSubmit showed:\n{prompt2[:2000]}")
+                                  f"(before the Bash call let it); UserPromptSubmit showed:\n{prompt2[:2000]}")
     (read_id,) = tool_use_ids(run2, "Read")
     after_read = context_after(request_with_result(run2, read_id), is_tool_result(read_id))
     # the very next model request after the Read tool call carries what the agent wrote and changed
@@ -183,7 +187,7 @@ def test_claude_code_and_letta_end_to_end(tmp_path, claude_sandbox, claude_code,
     assert "<letta_memory_update>" in after_read and f"+ {fact1}" in after_read, after_read[:3000]
     assert fact2 not in after_read  # the Read had not run yet
     assert fact1 in block(base, agent_id, "guidance")
-    times["Stop of turn 1 → agent done (agent sleeps 2 × %d s)" % SLOW_AGENT_S] = time.monotonic() - stop1
+    times["Stop of turn 1 → agent done (it waits for turn 2's Bash call)"] = time.monotonic() - stop1
 
     # the transcript of turn 1 reached the conversation once, with what Claude answered
     times["Stop of turn 2 → delivered"] = laptop.wait_delivered(sid, run2)

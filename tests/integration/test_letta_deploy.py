@@ -6,9 +6,12 @@ endpoint (OPENAI_BASE_URL).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -24,11 +27,43 @@ pytestmark = [pytest.mark.letta, pytest.mark.slow]
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "letta-server.sh"
 
 
-def _home() -> Path:
+def _base() -> Path:
     # as root, postgres runs as an unprivileged user that cannot enter /root: keep the install elsewhere
-    base = Path("/var/cache/subconscious-tests") if os.geteuid() == 0 and not os.environ.get(
+    return Path("/var/cache/subconscious-tests") if os.geteuid() == 0 and not os.environ.get(
         "SUBCONSCIOUS_TEST_CACHE") else cache_root()
-    return base / "letta-deploy-0.16.8"
+
+
+def _install_home() -> Path:
+    """The script's install (venv/, letta-src/), shared by every run: made once, under a lock."""
+    return _base() / "letta-deploy-0.16.8"
+
+
+@contextlib.contextmanager
+def _run_home():
+    """A home of this run's own (its database, pid files, logs, the server's HOME) with the shared install
+    linked in: two suites or xdist workers running this test at once no longer share one postgres data dir
+    and one run/letta.pid (the old fixed home under /var/cache)."""
+    base = _base()
+    base.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="letta-deploy-run-", dir=base))
+    try:
+        if os.geteuid() == 0:
+            os.chmod(base, 0o755)
+            os.chmod(home, 0o755)  # the postgres account must reach the venv's binaries through it
+        for name in ("venv", "letta-src"):
+            (home / name).symlink_to(_install_home() / name, target_is_directory=True)
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _install_lock():
+    lock = _base() / "letta-deploy-0.16.8.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
 
 
 def run(cmd: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -36,20 +71,23 @@ def run(cmd: str, env: dict, timeout: float = 600) -> subprocess.CompletedProces
 
 
 def test_install_start_status_stop_with_the_users_provider(letta_server, fake_llm, tmp_path):
-    home = _home()
-    home.parent.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        os.chmod(home.parent, 0o755)
+    shared = _install_home()
+    with _install_lock():
+        if not (shared / "venv" / ".installed-0.16.8").exists():
+            env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SUBCONSCIOUS_LETTA_HOME": str(shared)}
+            r = run("install", env, timeout=1200)
+            assert r.returncode == 0, r.stderr[-3000:]
+    with _run_home() as home:
+        _start_status_stop(home, letta_server, fake_llm, tmp_path)
+
+
+def _start_status_stop(home: Path, letta_server, fake_llm, tmp_path) -> None:
+    # a fresh database each run (a home of its own): Letta 0.16.8 keeps the endpoint of a model it already
+    # knows, so a database from an earlier run would still point at that run's (gone) fake provider
     port, pg_port = free_port(), free_port()
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SUBCONSCIOUS_LETTA_HOME": str(home),
            "LETTA_PORT": str(port), "PG_PORT": str(pg_port),
            "OPENAI_API_KEY": "sk-user-provider-key", "OPENAI_BASE_URL": f"{letta_server.fake_llm_url}/v1"}
-    if not (home / "venv" / ".installed-0.16.8").exists():
-        r = run("install", env, timeout=1200)
-        assert r.returncode == 0, r.stderr[-3000:]
-    # a fresh database each run: Letta 0.16.8 keeps the endpoint of a model it already knows, so a database
-    # from an earlier run would still point at that run's (gone) fake provider
-    shutil.rmtree(home / "pg", ignore_errors=True)
     r = run("start", env)
     try:
         assert r.returncode == 0, r.stderr[-3000:]

@@ -155,4 +155,28 @@ def test_marketplace_install_sets_itself_up_in_the_background_then_works(tmp_pat
     assert (data / "setup.log").read_text().count("installing subconscious") == 2  # once, not on every hook
     machine.wait_delivered(sid, run5)
 
+    # ---- its Python goes away under the venv (an upgrade removed it): the hooks stay quiet, SessionStart says
+    # so, one repair runs in the background, and the next turn delivers again
+    venv_now = Path(stamp[1]).parents[1]
+    for link in (venv_now / "bin").glob("python*"):
+        link.unlink()
+    (venv_now / "bin" / "python").symlink_to(tmp_path / "uninstalled" / "python3")
+    (venv_now / "bin" / "python3").symlink_to("python")
+    run6 = machine.run(f"[[text:Sixth {tag}.]] Sixth turn.", resume=sid, plugin_dirs=())
+    assert run6.returncode == 0, run6.describe()
+    message = hook_response(run6, "SessionStart")["stdout"]
+    assert "stopped working" in message and "reinstalling itself" in message, message
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 300:
+        log = (data / "setup.log").read_text()
+        if log.count("installing subconscious") == 3 and not (data / "setup.lock").exists() and \
+                "installed: " in log.rsplit("installing subconscious", 1)[-1]:
+            break
+        time.sleep(0.5)
+    times["interpreter gone -> repaired"] = time.monotonic() - t0
+    assert log.count("installing subconscious") == 3 and "repairing: its Python" in log, log
+    run7 = machine.run(f"[[text:Seventh {tag}.]] Seventh turn.", resume=sid, plugin_dirs=())
+    machine.wait_delivered(sid, run7)
+    assert (data / "setup.log").read_text().count("installing subconscious") == 3
+
     print("\n".join(f"plugin set-up timing: {k}: {v:.2f} s" for k, v in times.items()))

@@ -131,7 +131,8 @@ def test_preview_shows_what_is_pending_sends_nothing_and_is_what_the_worker_send
 
 def test_over_the_daily_budget_an_update_is_summarised(tmp_path, proxy, letta_server, letta_agent, letta_env,  # noqa: F811
                                                        fake_llm):
-    rig = Rig(tmp_path, proxy, letta_server.base_url, letta_agent["id"], letta_env, SUBCONSCIOUS_DAILY_TURNS="1")
+    rig = Rig(tmp_path, proxy, letta_server.base_url, letta_agent["id"], letta_env, SUBCONSCIOUS_DAILY_TURNS="1",
+              SUBCONSCIOUS_BUDGET_OVERFLOW="summarise")  # the default, defer, would keep the lines for tomorrow
     rig.start()  # the start message is today's one turn
     token = rig.turn("over")
     rig.hook("stop")

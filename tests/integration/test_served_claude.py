@@ -3,7 +3,8 @@
 over http, the real Letta server behind it (SessionStart and Stop stay command hooks).
 
 - the agent's message reaches the model through the served UserPromptSubmit, with the server started with
-  no Letta settings at all: Claude Code's own environment reaches it in the hook headers;
+  only the Letta server's URL and key (never taken from a request): Claude Code's other settings (its home,
+  mode) reach it in the hook headers;
 - without the token in Claude Code's environment the server refuses, and the session goes on;
 - server stopped, or wedged (accepts, never answers): the session completes with its answer, nothing on
   stderr, nothing of the failure in what the model sees. Through the bash client (``install --served``)
@@ -34,6 +35,10 @@ from tests.harness.hooks import conversation_messages
 from tests.harness.letta_server import free_port
 from tests.integration.test_e2e_claude_letta import context_after, is_prompt
 
+# one xdist worker runs these modules one test at a time: a test here opens 120,000 listening sockets
+# machine-wide, and the served client beside it would give up on its walk of /proc/net/tcp (tests/conftest.py)
+XDIST_GROUP = "served-client"
+
 pytestmark = [pytest.mark.claude, pytest.mark.letta]
 
 SERVED = {"UserPromptSubmit", "PreToolUse"}
@@ -46,7 +51,8 @@ class Served:
         self.sandbox, self.port = sandbox, free_port()
         self.local = tmp / "local"
         self.shared = tmp / "shared"
-        self.server_env = {"PATH": BASE_PATH, "HOME": str(sandbox.home), "SUBCONSCIOUS_STATE_DIR": str(self.local)}
+        self.server_env = {"PATH": BASE_PATH, "HOME": str(sandbox.home), "SUBCONSCIOUS_STATE_DIR": str(self.local),
+                           **{k: v for k, v in letta_env.items() if k in ("LETTA_BASE_URL", "LETTA_API_KEY")}}
         self.token = self.cli("serve", "--print-token").stdout.strip()
         self.claude_env = {**letta_env, "LETTA_HOME": str(self.shared), "SUBCONSCIOUS_STATE_DIR": str(self.local),
                            "SUBCONSCIOUS_HOST": "laptop", "LETTA_MODE": "whisper", "SUBCONSCIOUS_FETCH_TTL": "0",

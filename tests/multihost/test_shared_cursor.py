@@ -1,6 +1,9 @@
 """Six hosts on one shared directory whose renames are slow (NFS/SMB under load) advance one session's
 cursor at the same time — the issue's "cursor moves back across hosts", with real processes. Every
-reader of ours sees the cursor only grow, and it ends at the largest value any host wrote."""
+reader of ours sees the cursor only grow, and it ends at the largest value any host wrote; so does a
+reader of the view file itself, ``session-<id>.json``, which is what upstream's plugin reads (it went
+1690 -> 1685 there: a publish whose check passed before another host's whole write swapped its older
+version in)."""
 
 from __future__ import annotations
 
@@ -34,13 +37,25 @@ def test_six_hosts_on_one_directory_never_move_a_cursor_back(tmp_path):
     reader = Store(home, "reader", tmp_path / "local-reader" / "locks", tmp_path / "local-reader" / "clocks",
                    read_only=True)
     seen: list[int] = []
+    in_view: list[int] = []
+    torn: list[bytes] = []
     done = threading.Event()
+    view = home / f"session-{sid}.json"
 
     def watch():
         while not done.is_set():
             state = reader.session(sid)
             if state is not None:
                 seen.append(state.last_processed_index)
+            try:
+                raw = view.read_bytes()
+            except FileNotFoundError:
+                raw = None
+            if raw is not None:
+                try:
+                    in_view.append(json.loads(raw)["lastProcessedIndex"])
+                except (ValueError, KeyError):
+                    torn.append(raw)
             time.sleep(0.002)
 
     t = threading.Thread(target=watch)
@@ -56,8 +71,12 @@ def test_six_hosts_on_one_directory_never_move_a_cursor_back(tmp_path):
         t.join()
     assert len(acked) == len(HOSTS) * COUNT
     backwards = [(a, b) for a, b in zip(seen, seen[1:]) if b < a]
-    print(f"shared cursor: {len(acked)} writes by {len(HOSTS)} hosts, {len(seen)} reads, {len(backwards)} moved back")
+    view_back = [(a, b) for a, b in zip(in_view, in_view[1:]) if b < a]
+    print(f"shared cursor: {len(acked)} writes by {len(HOSTS)} hosts, {len(seen)} reads, {len(backwards)} moved back; "
+          f"{len(in_view)} reads of session-{sid}.json, {len(view_back)} moved back, {len(torn)} torn")
     assert backwards == [], f"cursor moved back {len(backwards)} times, e.g. {backwards[:5]}"
+    assert view_back == [], f"the view's lastProcessedIndex moved back {len(view_back)} times, e.g. {view_back[:5]}"
+    assert torn == [], f"a torn view was read: {torn[:1]!r}"
     final = max(acked)
     for host in HOSTS + ["reader"]:
         store = Store(home, host, tmp_path / f"local-{host}" / "locks", tmp_path / f"local-{host}" / "clocks")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from subconscious.state.store import Store
+from tests.harness.sizes import size
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,12 +42,20 @@ def reader(home: Path, local: Path, host: str = "reader") -> Store:
     return Store(home, host, local / "locks", local / "clocks")
 
 
+# Writes per process: 200 in CI (eight writers still contend for every one of their 1,600 writes; the cost
+# grows with the square of the count, as each write rewrites the host's whole shard), 1,000 with --full.
+WRITES = size(200, 1000)
+# Three hosts' twelve processes: 75 writes each in CI (900 writes, every one contended across hosts, each
+# advancing its process's session cursor), 150 with --full.
+HOST_WRITES = size(75, 150)
+
+
 @pytest.mark.slow
 def test_eight_processes_thousand_writes_each_lose_nothing(tmp_path):
     home, local = tmp_path / "home", tmp_path / "local"
-    procs = [spawn(home, local, "laptop", f"p{i}", 1000) for i in range(8)]
+    procs = [spawn(home, local, "laptop", f"p{i}", WRITES) for i in range(8)]
     written = finish(procs)
-    assert len(written) == 8000
+    assert len(written) == 8 * WRITES
     snap = reader(home, local).read()
     assert not snap.problems
     missing = [sid for sid in written if sid not in snap.live]
@@ -63,9 +72,9 @@ def test_three_hosts_four_processes_each_on_one_shared_directory(tmp_path):
     procs = []
     for h in ("alpha", "beta", "gamma"):
         local = tmp_path / f"local-{h}"  # each simulated machine has its own local state
-        procs += [spawn(home, local, h, f"{h}-{i}", 150, sessions=True) for i in range(4)]
+        procs += [spawn(home, local, h, f"{h}-{i}", HOST_WRITES, sessions=True) for i in range(4)]
     written = finish(procs)
-    assert len(written) == 3 * 4 * 150
+    assert len(written) == 3 * 4 * HOST_WRITES
     for h in ("alpha", "beta", "gamma"):
         snap = reader(home, tmp_path / f"local-{h}", h).read()
         assert not snap.problems
@@ -79,4 +88,4 @@ def test_three_hosts_four_processes_each_on_one_shared_directory(tmp_path):
     store = reader(home, tmp_path / "local-alpha", "alpha")
     for h in ("alpha", "beta", "gamma"):
         for i in range(4):
-            assert store.session(f"{h}-{i}-cursor").last_processed_index == 149
+            assert store.session(f"{h}-{i}-cursor").last_processed_index == HOST_WRITES - 1

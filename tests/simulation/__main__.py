@@ -3,9 +3,12 @@
 Explores the store's schedules and prints, per scenario, how many interleavings ran and how many lost
 an update, resurrected a delete, moved a cursor back or did not converge; exits 1 if any did.
 
-- ``--full``: the >= 100,000-interleaving run (README names it); default: the CI part.
+- ``--full``: the >= 100,000-interleaving run (docs/tests.md names it); default: the CI part.
+- ``--many N``: N random schedules per case of three or more actors (instead of the budget's).
 - ``--no-publish``: a file system that cannot swap (``exchange`` answers False) nor hard-link (``link``
   raises): the store's fallback is what runs (a mutation check).
+- ``--legacy-start``: every case starts from an unstamped legacy home (its set-up, as upstream alone
+  would have left it: views without stamps, no ``hosts/``).
 - ``--store-at COMMIT``: run against the store as it was at COMMIT (its whole package exported to a temp
   dir; a store without the ``fs=`` seam is driven through patched I/O helpers) — a mutation check.
 """
@@ -28,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", action="append")
     ap.add_argument("--no-publish", action="store_true")
     ap.add_argument("--no-exchange", action="store_true", help="exchange answers False; link still works")
+    ap.add_argument("--legacy-start", action="store_true",
+                    help="every case starts from its set-up home made unstamped (upstream's legacy home)")
     ap.add_argument("--store-at")
+    ap.add_argument("--many", type=int, default=None, help="random schedules per case of three or more actors")
     ap.add_argument("--stop-after", type=int, default=None, help="stop a case after this many bad schedules")
     ap.add_argument("--show", type=int, default=1, help="failing schedules printed per scenario")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -54,12 +60,18 @@ def main(argv: list[str] | None = None) -> int:
         world.FS_OPTIONS.update(exchange_ok=False, link_ok=False)
     if args.no_exchange:
         world.FS_OPTIONS.update(exchange_ok=False)
+    if args.legacy_start:
+        world.LEGACY_START["on"] = True
     budget = FULL if args.full else CI
+    if args.many is not None:
+        from dataclasses import replace
+
+        budget = replace(budget, random_many=args.many)
     seed = SEED if args.seed is None else args.seed
     import subconscious
 
     print(f"store: {world.default_kind().name} ({Path(subconscious.__file__).parent}); budget {budget}; seed {seed}"
-          + ("; no exchange, no link" if args.no_publish else ""), flush=True)
+          + ("; no exchange, no link" if args.no_publish else "; no exchange" if args.no_exchange else ""), flush=True)
     t0 = time.monotonic()
     grand, bad = 0, 0
     for scenario in args.scenario or list(all_cases()):

@@ -22,7 +22,10 @@ class Case:
     share: float = 1.0  # of a budget's random schedules (cases of many long operations take fewer)
 
     def world(self) -> World:
-        return self.build()
+        from . import world as world_module
+
+        w = self.build()
+        return world_module.to_legacy(w) if world_module.LEGACY_START["on"] else w
 
 
 @dataclass

@@ -59,6 +59,7 @@ class Scheduler:
         self.labels: list[tuple[str, str]] = []  # (actor, the operation it performed) of every step
         self.max_steps = max_steps
         self.locks: dict[Any, tuple[Actor, int]] = {}  # key -> (holder, depth)
+        self.observers: list[Callable[[], None]] = []  # called after every step (the view oracles look)
 
     # ------------------------------------------------------------------ inside actors
 
@@ -91,6 +92,20 @@ class Scheduler:
                 return
             actor.blocked_on = key
             self.main.switch()
+
+    def wait_on(self, key: Any) -> None:
+        """Block the calling actor until :meth:`wake` with ``key`` (or until nobody else can run: a wait
+        with a timeout that elapsed). Not a preemption, like blocking on a lock."""
+        actor = self._me()
+        if actor is None:
+            return
+        actor.blocked_on = ("wait", key)
+        self.main.switch()
+
+    def wake(self, key: Any) -> None:
+        for other in self.actors:
+            if other.blocked_on == ("wait", key):
+                other.blocked_on = None
 
     def release(self, key: Any) -> None:
         actor = self._me()
@@ -151,12 +166,19 @@ class Scheduler:
             if not live:
                 return
             ready = self.runnable()
+            if not ready:  # waits with a timeout end when nobody else can run
+                for a in live:
+                    if isinstance(a.blocked_on, tuple) and a.blocked_on[:1] == ("wait",):
+                        a.blocked_on = None
+                ready = self.runnable()
             if not ready:
                 raise Deadlock(f"every actor is blocked: {[(a.name, a.blocked_on) for a in live]}")
             if self.step >= self.max_steps:
                 raise StepLimit(f"{self.step} steps without finishing (a livelock?)")
             actor = policy.choose(self, ready)
             self._resume(actor)
+            for look in self.observers:
+                look()
 
 
 class Policy:

@@ -31,6 +31,7 @@ class Inode:
     data: bytes
     mtime: float
     ino: int
+    origin: str = "store"  # who wrote these bytes: "store", "upstream", "sync", "copy", "setup" (view oracles)
 
 
 class _Dir:
@@ -73,9 +74,9 @@ class SimFS(FS):
         if self.sched is not None:
             self.sched.point(f"{op} {path}")
 
-    def _new(self, data: bytes) -> Inode:
+    def _new(self, data: bytes, origin: str = "store") -> Inode:
         self._ino += 1
-        return Inode(bytes(data), self.now(), self._ino)
+        return Inode(bytes(data), self.now(), self._ino, origin)
 
     # ------------------------------------------------------------------ tree helpers (no points)
 
@@ -111,7 +112,7 @@ class SimFS(FS):
         if isinstance(data, str):
             data = data.encode()
         parent, name = _split(path)
-        self._dir(parent, create=True).files[name] = self._new(data)
+        self._dir(parent, create=True).files[name] = self._new(data, "setup")
 
     def remove(self, path) -> None:
         parent, name = _split(path)
@@ -171,6 +172,7 @@ class SimFS(FS):
             raise IsADirectoryError(errno.EISDIR, "Is a directory", str(dst))
         ino = sd.files.pop(sn)
         dd.files[dn] = ino
+        self._gone(src)
         return True
 
     def exchange(self, a: Path, b: Path) -> bool:
@@ -201,6 +203,15 @@ class SimFS(FS):
         dd.files[dn] = ino
         return True
 
+    def create_new(self, path: Path, data: bytes) -> bool:
+        self._point("create_new", path)
+        parent, name = _split(path)
+        d = self._dir(parent, create=True)
+        if name in d.files or str(path) in self.dirs:
+            return False
+        d.files[name] = self._new(data)
+        return True
+
     def unlink(self, path: Path) -> bool:
         self._point("unlink", path)
         parent, name = _split(path)
@@ -208,6 +219,7 @@ class SimFS(FS):
         if d is None or name not in d.files:
             return False
         del d.files[name]
+        self._gone(path)
         return True
 
     def makedirs(self, directory: Path) -> None:
@@ -218,6 +230,26 @@ class SimFS(FS):
         self._point("mtime", path)
         ino = self._lookup(path)
         return None if ino is None else ino.mtime
+
+    def wait_gone(self, path: Path, seconds: float) -> None:
+        """Blocks the actor until ``path`` is unlinked or renamed away (or nobody else can run)."""
+        self._point("wait", path)
+        if self.sched is not None and self._lookup(path) is not None:
+            self.sched.wait_on(str(path))
+
+    def wait_changed(self, path: Path, seconds: float) -> None:
+        """Blocks the actor until upstream or a sync engine writes something (or nobody else can run)."""
+        self._point("wait", path)
+        if self.sched is not None:
+            self.sched.wait_on("written")
+
+    def _written(self) -> None:
+        if self.sched is not None:
+            self.sched.wake("written")
+
+    def _gone(self, path) -> None:
+        if self.sched is not None:
+            self.sched.wake(str(path))
 
     @contextmanager
     def lock(self, locks_dir: Path, host: str, timeout: float) -> Iterator[None]:
@@ -239,10 +271,11 @@ class SimFS(FS):
         ino = self._lookup(path)
         if ino is None:
             parent, name = _split(path)
-            ino = self._new(b"")
+            ino = self._new(b"", "upstream")
             self._dir(parent, create=True).files[name] = ino
         else:
-            ino.data, ino.mtime = b"", self.now()
+            ino.data, ino.mtime, ino.origin = b"", self.now(), "upstream"
+        self._written()
         return ino
 
     def upstream_write(self, handle: Inode, data: bytes) -> bool:
@@ -250,7 +283,23 @@ class SimFS(FS):
         still has a name: False when someone replaced the file by a rename between upstream's open and its
         write (a sync engine delivering a newer version), so the write went into a file nobody can see."""
         self._point("write-in-place", handle.ino)
-        handle.data, handle.mtime = bytes(data), self.now()
+        handle.data, handle.mtime, handle.origin = bytes(data), self.now(), "upstream"
+        self._written()
+        return self.named(handle)
+
+    def upstream_write_parts(self, handle: Inode, data: bytes, parts: int = 3) -> bool:
+        """Node's write in several ``write(2)`` calls (a large file, a slow or network file system): after
+        each part a reader sees a longer prefix — a torn file — until the last one. Returns whether the
+        inode still has a name at the end (see :meth:`upstream_write`)."""
+        data = bytes(data)
+        cuts = sorted({max(1, len(data) * k // parts) for k in range(1, parts)} | {len(data)})
+        for cut in cuts:
+            self._point("write-in-place-part", f"{handle.ino} [:{cut}]")
+            handle.data, handle.mtime, handle.origin = data[:cut], self.now(), "upstream"
+            self._written()
+        return self.named(handle)
+
+    def named(self, handle: Inode) -> bool:
         return any(ino is handle for d in self.dirs.values() for ino in d.files.values())
 
     def deliver(self, path, data: bytes) -> None:
@@ -258,7 +307,7 @@ class SimFS(FS):
         parent, name = _split(path)
         tmp = f"{parent}/.syncthing.{name}.tmp"
         self._point("sync-temp", tmp)
-        self._dir(parent, create=True).files[f".syncthing.{name}.tmp"] = self._new(data)
+        self._dir(parent, create=True).files[f".syncthing.{name}.tmp"] = self._new(data, "sync")
         self._point("sync-rename", path)
         self._move(tmp, path)
 
@@ -266,4 +315,4 @@ class SimFS(FS):
         """A conflict copy (or a restored backup) appears under ``path`` (one step)."""
         self._point("conflict-copy", path)
         parent, name = _split(path)
-        self._dir(parent, create=True).files[name] = self._new(data)
+        self._dir(parent, create=True).files[name] = self._new(data, "copy")

@@ -153,7 +153,8 @@ def test_a_host_without_the_key_sees_not_cached_and_keeps_the_ciphertext(tmp_pat
     assert load_blocks(beta, {}, "s1") == {}
     logger, handler = logging.getLogger("subconscious.blockcache"), _Records()
     logger.addHandler(handler)
-    level, logger.level = logger.level, logging.DEBUG
+    level = logger.level
+    logger.setLevel(logging.DEBUG)  # not `logger.level =`: that keeps isEnabledFor's cache from an earlier test
     try:
         out = store_blocks(beta, {}, "s1", dict(BLOCKS, guidance="SECRET-beta saw this"))
     finally:
@@ -210,7 +211,7 @@ def test_rotation_interrupted_midway_then_resumed(tmp_path):
     store_blocks(store, None, "plainold", {"guidance": "SECRET-plain"}, policy=OFF)  # from before encryption
 
     ring[K2.id] = K2
-    write_policy(store, ON2)
+    write_policy(store, Policy(True, K2.id, rotation={"from": K1.id}))  # as `key rotate` writes it
     visited = []
 
     def crash_after_three(sid):
@@ -266,8 +267,10 @@ def test_doctor_findings(tmp_path):
     assert set(by_kind) == {"missing-active-key", "unknown-key", "plaintext-while-on"}
     unknown = by_kind["unknown-key"]
     assert unknown["key_id"] == K1.id and unknown["severity"] == "warning"
-    assert [Path(p).name for p in unknown["paths"]] == ["session-a1.json", "session-a2.json"]
-    assert "4 cached block values in 2 session files" in unknown["message"]
+    # every copy on disk counts: the views and alpha's own versions (issue 29: not only the view)
+    assert sorted(str(Path(p).relative_to(alpha.home)) for p in unknown["paths"]) == [
+        "hosts/alpha/session-a1.json", "hosts/alpha/session-a2.json", "session-a1.json", "session-a2.json"]
+    assert "8 cached block values in 4 files of the home" in unknown["message"]
     assert all(set(f) >= {"kind", "severity", "path", "message"} for f in findings)
     json.dumps(findings)  # plain data
     # a host with the old key only: the values are readable but under an old key

@@ -138,6 +138,37 @@ def test_a_shrunk_transcript_that_grows_again_loses_no_line(world):
     assert texts.count("one") == 1  # what was delivered is not sent again
 
 
+def test_a_rewrite_under_a_bookkeeping_last_line_is_detected(world):
+    """Issue 25: the anchor was kept only when the line at the cursor had a uuid, and Claude Code's last
+    line is usually a bookkeeping line (cost-state, last-prompt) without one: after a rewrite under the
+    cursor the index was trusted and "five", "six", "seven" were delivered 0 times."""
+    world.tr.user("one").assistant("two").user("three").assistant("four").bookkeeping()
+    world.deliver()
+    assert world.cursor() == 4
+    lines = complete_lines(world.tr.path.read_text())
+    world.tr.path.write_text("\n".join(lines[:2]) + "\n")  # rewritten shorter under the cursor
+    world.tr.user("five").assistant("six").user("seven")  # as long as it was: the index alone sees nothing
+    world.deliver()
+    texts = "".join(json.dumps(m["content"]) for m in world.server.messages if m["message_type"] == "user_message")
+    for word in ("five", "six", "seven"):
+        assert texts.count(word) == 1, word
+    assert texts.count("one") == 1 and texts.count("four") == 1
+
+
+def test_new_lines_in_place_of_bookkeeping_lines_after_the_anchor_are_delivered(world):
+    """Red team of the anchor above: the file cut back to the anchored line and grown with new lines where
+    the delivered bookkeeping lines were: the anchored line still matches, the new lines are caught."""
+    world.tr.user("one").assistant("two").bookkeeping().bookkeeping()
+    world.deliver()
+    assert world.cursor() == 3
+    lines = complete_lines(world.tr.path.read_text())
+    world.tr.path.write_text("\n".join(lines[:2]) + "\n")
+    world.tr.user("five").assistant("six")
+    world.deliver()
+    texts = "".join(json.dumps(m["content"]) for m in world.server.messages if m["message_type"] == "user_message")
+    assert texts.count("five") == 1 and texts.count("six") == 1 and texts.count("two") == 1
+
+
 def test_compaction_commands_sidechains_and_ansi():
     def line(kind, content, **extra):
         return json.dumps({"type": kind, "uuid": kind + str(len(content)), "message": {"role": kind, "content": content},
@@ -164,9 +195,17 @@ def test_temp_files_of_killed_writers_are_swept(world):
     stale = world.sessions / ".subconscious-tmp-abc"
     stale.write_text("x")
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    # issue 25: also those a notice writer (a hook at its deadline) left in the session's notices dir
+    from subconscious import notices
+
+    notices.add(world.sessions, SID, "compacted", 0, trigger="auto", summary="kept")
+    stale_notice = world.sessions / "notices" / SID / ".subconscious-tmp-def"
+    stale_notice.write_text("x")
+    os.utime(stale_notice, (time.time() - 3600, time.time() - 3600))
     world.tr.user("hi")
     world.deliver()
-    assert not stale.exists()
+    assert not stale.exists() and not stale_notice.exists()
+    assert list((world.sessions / "notices" / SID).iterdir()) == []  # the notice itself went with its update
 
 
 def test_a_stop_keeps_no_payload_in_the_local_session_file(tmp_path):
@@ -197,3 +236,210 @@ def test_a_stop_keeps_no_payload_in_the_local_session_file(tmp_path):
     assert files, "the Stop hook recorded nothing for the session"
     assert all(len(p.read_bytes()) < 5000 for p in files), [(p.name, len(p.read_bytes())) for p in files]
     assert all("x" * 1000 not in p.read_text() for p in files)
+
+
+# --------------------------------------------------------------------------- issue 25: every session finishes
+
+
+def test_a_run_left_running_past_the_age_limit_is_re_delivered_by_reference(world, caplog):
+    """Issue 25: a run left ``running`` (the server restarted mid-run: it never ends) blocked the session
+    forever. Past the age limit it is judged stuck and re-delivered by reference (its text not repeated);
+    the lines after it follow."""
+    from subconscious import delivery_turns
+
+    world.tr.user("one").assistant("two")
+    world.server.script = ["timeout_running"]
+    world.deliver()
+    world.server._later.clear()  # the server restarted: the run stays "running" and holds nothing up
+    world.server.busy = lambda: False
+    world.deliver()
+    assert world.cursor() == -1  # still running: waited for, not resent
+    local = localsession.load(world.sessions, SID)
+    assert local.running_since is not None and "running" in (local.last_error or "")
+    local.running_since -= delivery_turns.RUN_AGE_LIMIT + 60  # half an hour later
+    localsession.save(world.sessions, local)
+    world.tr.user("three")
+    world.deliver()
+    texts = [json.dumps(m["content"]) for m in world.server.messages if m["message_type"] == "user_message"]
+    assert sum("one" in t for t in texts) == 1  # the text is not sent again
+    assert sum("claude_code_session_update_retry" in t for t in texts) == 1
+    assert sum("three" in t for t in texts) == 1 and world.cursor() == world.tr.line_count() - 1
+    assert localsession.load(world.sessions, SID).running_since is None
+    assert "judged stuck, re-delivered by reference" in caplog.text
+
+
+def test_a_turn_armed_while_the_previous_turns_worker_runs_keeps_its_marker(world, monkeypatch):
+    """Issue 25: the previous turn's worker cleared the marker the new prompt armed while it was sending, so
+    a turn with no Stop (the user interrupts) was never picked up. A marker armed after the worker began
+    stays; one armed before it (what it read covers) goes."""
+    from subconscious import spawn
+
+    monkeypatch.setattr(spawn, "spawn_worker", lambda sid, cwd=None: 1)
+    world.tr.user("turn one").assistant("done")
+    send = world.server.send_message_streaming
+
+    def sending(*a, **k):  # the next prompt is submitted while this turn's update is on its way
+        spawn.pickup(world.sessions, arm=SID)
+        return send(*a, **k)
+
+    world.server.send_message_streaming = sending
+    world.deliver()
+    assert world.cursor() == world.tr.line_count() - 1
+    assert [sid for sid, _ in localsession.pending_marks(world.sessions)] == [SID]  # the new turn's safety net
+    world.server.send_message_streaming = send
+    world.deliver()  # a worker that began after it: nothing new, the marker goes
+    assert localsession.pending_marks(world.sessions) == []
+
+
+def test_the_retry_marker_of_a_gone_session_is_dropped_with_a_reason(world, monkeypatch, caplog):
+    """Issue 25: a retry marker whose session record is gone re-armed every 15 s forever (a worker started
+    for it at every pickup). The worker drops it and says why."""
+    from subconscious import spawn
+
+    started = []
+    monkeypatch.setattr(spawn, "spawn_worker", lambda sid, cwd=None: started.append(sid) or 1)
+    world.tr.user("one")
+    del world.store.sessions[SID]  # gc collected it (or the user removed it)
+    localsession.mark_pending(world.sessions, SID, 1000.0, "a turn without a Stop yet")
+    assert spawn.pickup(world.sessions, now=1001.0) == [SID]
+    world.deliver()
+    assert localsession.pending_marks(world.sessions) == []
+    assert spawn.pickup(world.sessions) == [] and started == [SID]
+    assert "session record is gone" in caplog.text and "retry marker is dropped" in caplog.text
+
+
+def test_a_rebuilt_session_file_judges_from_its_newest_mark_in_a_long_conversation(world):
+    """Issue 25: after the session file was rebuilt (cursor -1, no attempt recorded) the judge of the newest
+    update found in the conversation read from the conversation's start; past 50 pages of 100 rows (a long
+    session) that listing is refused, so every retry failed and nothing was delivered again. It reads from
+    the message before that update (a known position) and goes on."""
+    for i in range(6_000):  # a long conversation: the agent's earlier turns (message-less rows among them)
+        world.server._add("assistant_message", None, content=f"earlier {i}")
+    world.tr.user("one").assistant("two")
+    world.server.script = ["timeout_ok"]  # stored and completed; the reply is lost
+    world.deliver()
+    assert world.cursor() == -1
+    world.store.sessions[SID] = SessionState(SID, conversation_id="conv-1", agent_id="agent-1")  # rebuilt
+    local = localsession.load(world.sessions, SID)
+    local.attempt = local.attempt_key = local.attempt_after = None
+    localsession.save(world.sessions, local)
+    world.tr.user("three")
+    r = world.deliver()
+    assert r.error is None, r.error
+    assert world.cursor() == world.tr.line_count() - 1
+    assert world.server.sends == 2  # the first update is not sent again, "three" once
+    assert set(count_lines(world).values()) == {1}
+
+
+def _stuck_world(world):
+    """A run left running whose server restarted under it (it never ends), past the age limit."""
+    from subconscious import delivery_turns
+
+    world.server.busy = lambda: False
+
+    def age():
+        world.server._later.clear()  # the server restarted: the run stays "running"
+        world.deliver()
+        local = localsession.load(world.sessions, SID)
+        assert local.running_since is not None
+        local.running_since -= delivery_turns.RUN_AGE_LIMIT + 60  # half an hour later
+        localsession.save(world.sessions, local)
+    return age
+
+
+def test_a_run_still_stuck_after_its_re_delivery_is_given_up_with_a_reason_and_a_status_line(
+        world, caplog, tmp_path, monkeypatch):
+    """Issue 25: a run that is still stuck after it was re-delivered by reference was re-delivered again and
+    again (a new reference every half hour, the lines after it waiting for good). The second time it is
+    given up: a logged reason, a ``status`` line (``--json`` too), and delivery goes on after it."""
+    world.tr.user("one").assistant("two")
+    world.server.script = ["timeout_running", "timeout_running"]  # the re-delivery gets stuck too
+    world.deliver()
+    age = _stuck_world(world)
+    age()
+    world.deliver()  # judged stuck: re-delivered by reference (its run stuck in turn)
+    texts = lambda: [json.dumps(m["content"]) for m in world.server.messages if m["message_type"] == "user_message"]
+    assert sum("claude_code_session_update_retry" in t for t in texts()) == 1 and world.cursor() == -1
+    age()
+    world.tr.user("three")
+    world.deliver()
+    assert sum("claude_code_session_update_retry" in t for t in texts()) == 1  # not a second time
+    assert sum("one" in t for t in texts()) == 1 and sum("three" in t for t in texts()) == 1
+    assert world.cursor() == world.tr.line_count() - 1
+    assert "gave up on lines 0-1" in caplog.text and "re-delivered once for a stuck run" in caplog.text
+    # what status says about it, as a user runs it
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "SUBCONSCIOUS_STATE_DIR": str(tmp_path), "LETTA_HOME": str(tmp_path / "lh"),
+           "LETTA_API_KEY": "", "LETTA_BASE_URL": "http://127.0.0.1:9"}
+    out = subprocess.run([sys.executable, "-m", "subconscious", "status", "--json"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)["gave_up"]
+    assert [(g["session"], g["lines"]) for g in got] == [(SID, [0, 1])] and "stuck" in got[0]["why"]
+    out = subprocess.run([sys.executable, "-m", "subconscious", "status"], capture_output=True, text=True,
+                         env={**env, "COLUMNS": "300"}, timeout=60)
+    assert "gave up" in out.stdout and f"{SID}: lines 0-1" in out.stdout, out.stdout
+
+
+class Killed(BaseException):
+    """SIGKILL, in-process: no handler of the worker runs (it is not an Exception)."""
+
+
+def test_a_notice_reaches_the_agent_once_whatever_file_operation_the_worker_is_killed_at(world, monkeypatch):
+    """Issue 25: a worker killed between the cursor write and the notices record sent the notice again (the
+    cursor had moved on, the notice was still queued). Killed at each of the worker's file operations and
+    store writes in turn, then run again: the compaction notice and every line reach the agent once."""
+    import os
+
+    from subconscious import notices
+
+    real = {name: getattr(os, name) for name in ("replace", "rename", "unlink", "link")}
+    update = FakeStore.update_session
+    point, n = 1, 0
+    while True:
+        world.server.rows[1:] = []
+        world.store.sessions[SID] = SessionState(SID, conversation_id="conv-1", agent_id="agent-1")
+        for p in list(world.sessions.iterdir()) if world.sessions.exists() else []:
+            if p.name != f"{SID}.json":
+                __import__("shutil").rmtree(p) if p.is_dir() else p.unlink()
+        local = localsession.load(world.sessions, SID)
+        local.attempt = local.attempt_key = local.attempt_after = local.anchor = None
+        local.attempt_inserts = local.attempt_skipped = None
+        localsession.save(world.sessions, local)
+        world.tr.path.write_text("")
+        world.tr.user("before the compaction").assistant("ok")
+        notices.add(world.sessions, SID, "compacted", 2, trigger="manual", summary="SUMMARY-TEXT")
+        world.tr.user("after it")
+        ops = [0]
+
+        def op(f):
+            def wrapped(*a, **k):
+                ops[0] += 1
+                if ops[0] == point:
+                    raise Killed()
+                return f(*a, **k)
+            return wrapped
+        for name, f in real.items():
+            monkeypatch.setattr(os, name, op(f))
+        monkeypatch.setattr(FakeStore, "update_session", op(update))
+        try:
+            world.deliver()
+            killed = False
+        except Killed:
+            killed = True
+        for name, f in real.items():
+            monkeypatch.setattr(os, name, f)
+        monkeypatch.setattr(FakeStore, "update_session", update)
+        for _ in range(3):
+            world.deliver()
+        sent = [json.dumps(m["content"]) for m in world.server.messages if m["message_type"] == "user_message"]
+        assert sum("SUMMARY-TEXT" in t for t in sent) == 1, (point, sent)
+        assert set(count_lines(world).values()) == {1}, point
+        assert world.cursor() == world.tr.line_count() - 1
+        n += 1
+        if not killed:
+            break
+        point += 1
+    assert n >= 5  # every point was reached (the attempt, the notice, the cursor, the local file, the marker), then a run with no kill

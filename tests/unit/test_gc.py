@@ -71,7 +71,7 @@ def test_nothing_comes_back_from_a_conflict_copy_a_stale_shard_or_a_backup(tmp_p
     view_bytes = (home / "session-s1.json").read_bytes()
     beta_bytes = (home / "hosts/beta/session-s1.json").read_bytes()
     shard_bytes = (home / "hosts/beta.json").read_bytes()
-    gc(tmp_path, "alpha")
+    gc(tmp_path, "alpha", trust_clock=True)  # beta idle as long: its newest write is 40 days old too
     # Syncthing's copy of the old view, beta's old version restored from a backup, beta's old shard back
     (home / "session-s1.sync-conflict-20261130-090000-ABCDEFG.json").write_bytes(view_bytes)
     (home / "hosts/beta/session-s1.json").write_bytes(beta_bytes)
@@ -161,6 +161,9 @@ def test_dry_run_changes_nothing_and_backups_and_quarantine_are_pruned_by_age(tm
     for day in (old_day, new_day):
         (home / "backups" / day / "alpha").mkdir(parents=True)
         (home / "backups" / day / "alpha" / "x.json").write_text("{}")
+    for day in (old_day, new_day):  # the daily budget's shards (budget.py)
+        (home / "budget" / day).mkdir(parents=True)
+        (home / "budget" / day / "alpha.json").write_text("{}")
     (home / "quarantine").mkdir()
     for name, at in (("old.unparseable.abc", OLD), ("new.unparseable.def", NOW)):
         (home / "quarantine" / name).write_text("{")
@@ -173,6 +176,7 @@ def test_dry_run_changes_nothing_and_backups_and_quarantine_are_pruned_by_age(tm
 
     gc(tmp_path, "alpha")
     assert not (home / "backups" / old_day).exists() and (home / "backups" / new_day / "alpha" / "x.json").exists()
+    assert sorted(os.listdir(home / "budget")) == [new_day]
     assert sorted(os.listdir(home / "quarantine")) == ["new.unparseable.def"]
 
 
@@ -226,7 +230,136 @@ def test_doctor_notes_a_home_that_needs_gc_and_not_one_that_does_not(tmp_path):
     assert gc_notes("recent") == []
     old_home = tmp_path / "old" / ".letta" / "claude"
     session(store(tmp_path, "beta", home=old_home, at=OLD), "old", 1)
+    session(store(tmp_path, "gamma", home=old_home, at=RECENT), "gamma-s", 1)  # another machine works on
     found = gc_notes("old")
     assert len(found) == 1 and found[0].details["sessions"] == ["old"] and "subconscious gc" in found[0].message
     run_gc(store(tmp_path, "alpha", home=old_home), tmp_path / "local-alpha", age_ms=parse_age("30d"))
     assert gc_notes("old") == []
+
+
+def test_gc_on_the_desktop_keeps_what_the_laptop_wrote_minutes_ago_even_with_0d(tmp_path):
+    """Issue 23: 'in use' on another machine is known here only by what it writes: its newest write to a
+    session within the last 10 minutes keeps the session (its local locks are not visible here)."""
+    now = int(time.time() * 1000)
+    session(store(tmp_path, "laptop", at=now - 25 * 60_000), "idle-25-minutes", 4)  # oldest first (one clock)
+    session(store(tmp_path, "laptop", at=now - 5 * 60_000), "five-minutes", 3)
+    session(store(tmp_path, "laptop", at=now - 10_000), "delivered-10s-ago", 12)
+
+    result = gc(tmp_path, "desktop", "0d")
+
+    assert sorted(result.plan.retire) == ["idle-25-minutes"]
+    assert "laptop wrote to it 290 s ago (in use there)" in result.plan.keep["five-minutes"]
+    s = store(tmp_path, "laptop")
+    assert s.session("delivered-10s-ago").last_processed_index == 12
+    assert s.conversation("delivered-10s-ago").conversation_id == "conv-delivered-10s-ago"
+    assert s.session("five-minutes").last_processed_index == 3 and s.session("idle-25-minutes") is None
+
+
+def test_a_desktop_whose_clock_runs_31_days_ahead_retires_nothing_the_laptop_wrote_recently(tmp_path):
+    now = int(time.time() * 1000)
+    session(store(tmp_path, "laptop", at=now - 45 * DAY_MS), "45-days-ago", 2)  # oldest first (one clock)
+    session(store(tmp_path, "laptop", at=now - 2 * DAY_MS), "two-days-ago", 5)
+    session(store(tmp_path, "laptop", at=now - 3_600_000), "an-hour-ago", 7)
+    ahead = now + 31 * DAY_MS
+    desktop = Store(tmp_path / "home", "desktop", tmp_path / "ld" / "locks", tmp_path / "ld" / "clocks",
+                    now=lambda: ahead)
+
+    result = run_gc(desktop, tmp_path / "ld", age_ms=parse_age("30d"), now_ms=ahead)
+
+    assert sorted(result.plan.retire) == ["45-days-ago"]  # 30 days older than the laptop's newest write
+    out = result.to_json()
+    assert out["clock_ahead_ms"] >= 31 * DAY_MS
+    from subconscious.commands.gc import render
+
+    assert "counted from the newest write of another machine, 31.0 d before this machine's clock" in render(out)
+    s = store(tmp_path, "laptop")
+    assert s.session("an-hour-ago").last_processed_index == 7 and s.session("two-days-ago").last_processed_index == 5
+    assert s.conversation("two-days-ago") is not None
+    # a later write of the laptop (its clock right) still counts: the floor is not in the future
+    session(store(tmp_path, "laptop"), "new-on-laptop", 1)
+    assert store(tmp_path, "desktop").session("new-on-laptop").last_processed_index == 1
+
+
+def test_gc_leaves_a_retirement_record_with_the_conversation_and_the_cursor(tmp_path):
+    session(store(tmp_path, "alpha", at=OLD), "s1", 30)
+    gc(tmp_path, "alpha")
+    for host in ("alpha", "beta"):
+        s = store(tmp_path, host)
+        assert s.conversation("s1") is None and s.session("s1") is None
+        assert s.retired_conversation("s1") == {"conversationId": "conv-s1", "agentId": "agent-a", "cursor": 30}
+    assert store(tmp_path, "beta").retired_conversation("never") is None
+
+
+def _conversation_for(tmp_path, agent: str):
+    from types import SimpleNamespace
+
+    from subconscious.events.session_start import conversation_for
+
+    made = []
+    client = SimpleNamespace(create_conversation=lambda a: made.append(a) or {"id": "conv-new"})
+    return conversation_for(SimpleNamespace(store=store(tmp_path, "laptop"), session_id="s1"), client, agent), made
+
+
+def test_a_retired_session_that_comes_back_keeps_its_conversation_but_only_for_its_own_agent(tmp_path):
+    session(store(tmp_path, "alpha", at=OLD), "s1", 30)
+    gc(tmp_path, "alpha")
+    assert _conversation_for(tmp_path, "agent-other") == ("conv-new", ["agent-other"])  # another agent: new one
+
+
+def test_a_retirement_record_from_the_shared_home_is_reused_only_when_it_is_sound(tmp_path):
+    """A record the home holds (a hostile or damaged one included) decides where a session's transcript goes:
+    one without its agent, or with an id that is no Letta id (it goes into a URL path), is not reused."""
+    from subconscious.state.clock import Stamp
+    from subconscious.state.records import Tombstone
+
+    for retired in ({"conversationId": "conv-s1", "agentId": None, "cursor": 3},
+                    {"conversationId": "../agents/agent-x/messages", "agentId": "agent-a", "cursor": 3}):
+        s = store(tmp_path, "mallory")
+        s.put_conversation("s1", "conv-s1", "agent-a")
+        s._write(lambda stamp, r=retired: ({"s1": Tombstone(stamp, "mallory", json.dumps({"retired": r}))}, {}))
+        assert store(tmp_path, "laptop").retired_conversation("s1") == retired
+        assert _conversation_for(tmp_path, "agent-a") == ("conv-new", ["agent-a"])
+    s = store(tmp_path, "mallory")
+    good = {"conversationId": "conv-s1", "agentId": "agent-a", "cursor": 3}
+    s._write(lambda stamp: ({"s1": Tombstone(stamp, "mallory", json.dumps({"retired": good}))}, {}))
+    assert _conversation_for(tmp_path, "agent-a") == ("conv-s1", [])  # a sound record: the same conversation
+    assert store(tmp_path, "beta").conversation("s1").conversation_id == "conv-s1"
+
+
+def test_lines_still_due_on_the_laptop_when_the_desktop_retired_the_session_go_to_its_conversation(
+        tmp_path, monkeypatch):
+    """The laptop's server was down for an hour: its lines wait behind a retry marker (which only the laptop
+    sees) and the session's last write is an hour old, so the desktop's gc retires it. The laptop's next
+    worker run (no hook needed) brings it back in the same conversation and sends only the waiting lines."""
+    from subconscious import worker
+    from subconscious.runtime import runtime
+    from tests.harness.fake_letta_conv import FakeLetta
+    from tests.harness.transcripts import Transcript
+
+    for k, v in {"LETTA_HOME": str(tmp_path / "shared"), "SUBCONSCIOUS_HOST": "laptop", "HOME": str(tmp_path),
+                 "SUBCONSCIOUS_STATE_DIR": str(tmp_path / "local-laptop"), "LETTA_API_KEY": "k"}.items():
+        monkeypatch.setenv(k, v)
+    for var in ("SUBCONSCIOUS_DAILY_CHARS", "SUBCONSCIOUS_DAILY_TURNS", "SUBCONSCIOUS_DAILY_CHARS_TOTAL",
+                "SUBCONSCIOUS_DAILY_TURNS_TOTAL"):
+        monkeypatch.delenv(var, raising=False)
+    rt = runtime()
+    sid, sessions = "s-laptop", tmp_path / "local-laptop" / "sessions"
+    tr = Transcript(tmp_path / "t.jsonl", sid, str(tmp_path)).user("TURN-1 make").assistant("ok")
+    rt.store().put_conversation(sid, "conv-1", "agent-1")
+    rt.store().update_session(sid, lambda cur: SessionState(sid, conversation_id="conv-1", agent_id="agent-1"))
+    local = localsession.load(sessions, sid)
+    local.transcript_path, local.start_for = str(tr.path), "conv-1"
+    localsession.save(sessions, local)
+    server = FakeLetta()
+    assert worker.deliver(rt, sid, client=server).error is None
+    tr.user("TURN-2 fly").assistant("ok")  # the server is down now: the lines wait here
+    desktop = Store(tmp_path / "shared" / ".letta" / "claude", "desktop", tmp_path / "ld" / "locks",
+                    tmp_path / "ld" / "clocks")
+    later = int(time.time() * 1000) + 3_600_000
+    result = run_gc(desktop, tmp_path / "ld", age_ms=parse_age("30m"), now_ms=later, trust_clock=True)
+    assert sid in result.plan.retire and rt.store().session(sid) is None
+
+    assert worker.deliver(rt, sid, client=server).error is None
+    assert rt.store().session(sid).conversation_id == "conv-1" and rt.store().conversation(sid) is not None
+    users = [m.get("content") for m, _ in server.turns() if m.get("message_type") == "user_message"]
+    assert sum("TURN-1" in str(u) for u in users) == 1 and sum("TURN-2" in str(u) for u in users) == 1

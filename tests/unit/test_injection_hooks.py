@@ -33,6 +33,24 @@ from tests.harness.fake_letta import AGENT, FakeLetta
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def wait_workers_gone(sid: str, timeout: float = 120) -> None:
+    """Until no ``subconscious worker --session SID`` process is left (the hooks start them detached)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = []
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"worker" in argv and sid.encode() in argv:
+                running.append(proc.name)
+        if not running:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"workers of {sid} still running: {running}")
+
+
 @pytest.fixture
 def letta():
     fake = FakeLetta()
@@ -157,7 +175,8 @@ def test_parallel_hooks_with_the_ttl_fetch_once(tmp_path, letta):
     letta.delay = 0.3
     procs = [s.popen("pre-tool-use") for _ in range(5)]
     outs = [p.communicate(timeout=60)[0].decode() for p in procs]
-    fetches = [r for r in letta.requests if "/messages" in r]
+    # hooks that fetched: first pages (one hook pages on to the empty page that ends the listing)
+    fetches = [r for r in letta.requests if "/messages" in r and "before=" not in r]
     assert len(fetches) == 1, fetches  # the TTL check and the new fetch time are one compare-and-set
     assert sum(shown(o, "only once") for o in outs) == 1
 
@@ -234,6 +253,47 @@ def test_more_new_notes_than_a_page_are_all_shown_oldest_first(tmp_path, letta):
     assert all(out.count(f"\n{t}\n") == 1 for t in notes)
     assert "first note" not in out
     assert s.hook("user-prompt-submit") == ""
+
+
+def test_a_message_less_row_in_the_newest_page_does_not_hide_a_note(tmp_path, letta):
+    """Issue 25: ``limit`` counts rows and a row can carry no message. With one such row among the newest
+    50, the first page is short while the note is on the next one: three real hooks show it exactly once
+    and the watermark never moves past it unshown (main ended the look-back at the short page)."""
+    s = Session(tmp_path, letta)
+    conv = s.seed()
+    letta.say(conv, "old note")
+    assert shown(s.hook("pre-tool-use"), "old note") == 1
+    note = letta.say(conv, "the note behind the page edge")
+    for i in range(55):
+        letta.say(conv, f"user {i}", message_type="user_message")
+        if i == 40:
+            letta.row(conv)
+    out = [s.hook("pre-tool-use"), s.hook("user-prompt-submit"), s.hook("pre-tool-use")]
+    assert sum(shown(o, "the note behind the page edge") for o in out) == 1, out
+    ids = [m["id"] for m in letta.conversations[conv] if not m.get("_no_message")]
+    mark = s.store().session(s.sid).last_seen_message_id
+    assert ids.index(mark) >= ids.index(note)
+
+
+@pytest.mark.parametrize("since", [10, 60, 160])
+def test_after_a_compaction_the_last_note_shown_is_shown_again_however_far_back(tmp_path, letta, since):
+    """Issue 25: the re-injection looked for the watermark in one page of 50 and cleared its mark anyway
+    (10 messages after the note: shown again; 60: nothing, for good). Now it pages back (by rows, a
+    message-less row on the way), and the mark is cleared only once the text was printed."""
+    s = Session(tmp_path, letta)
+    conv = s.seed()
+    letta.say(conv, "the note to keep")
+    assert shown(s.hook("pre-tool-use"), "the note to keep") == 1
+    for i in range(since):
+        letta.say(conv, f"user {i}", message_type="user_message")
+        if i == since - 5:
+            letta.row(conv)
+    out = s.hook("session-start", source="compact")
+    assert shown(out, "the note to keep") == 1, (out, s.log()[-2000:])
+    assert "compacted this session" in out
+    sessions = tmp_path / "local" / "sessions"
+    assert localsession.load(sessions, s.sid).reinject is None
+    assert s.hook("session-start", source="resume") == ""  # shown once: the mark is gone
 
 
 def test_a_slower_hook_never_moves_the_watermark_back(tmp_path, letta, monkeypatch):
@@ -349,6 +409,9 @@ def test_a_start_message_queued_while_one_is_in_flight_survives(tmp_path, monkey
         def list_messages(self, *a, **k):
             return []
 
+        def iter_messages_newest_first(self, *a, **k):  # the worker reads the newest message by rows
+            return iter(())
+
     worker._deliver_start(Client(), "conv-x", localsession.load(sessions, sid), sessions, None)
     assert localsession.load(sessions, sid).pending_start == "<start>new</start>"
 
@@ -369,9 +432,26 @@ def test_session_start_sweeps_old_temp_files_in_machine_local_dirs(tmp_path, let
     s.hook("session-start")
     assert not any(p.exists() for p in old), [p for p in old if p.exists()]
     assert all(p.exists() for p in fresh)
-    # never on the per-tool path
+    # never on the per-tool path (the worker SessionStart started sweeps too: let it finish first, or on a
+    # loaded machine it sweeps the file below after the PreToolUse has run)
+    wait_workers_gone(s.sid)
     o = local / "clocks" / ".subconscious-tmp-z-3-dead"
     o.write_text("{")
     os.utime(o, (time.time() - 3600, time.time() - 3600))
     s.hook("pre-tool-use")
     assert o.exists()
+
+
+def test_session_start_tells_the_user_when_the_shared_encryption_setting_is_not_followed(tmp_path, letta):
+    """Issue 29: a folder writer turning encryption off is not followed (this machine's pin), and the user
+    hears it: SessionStart's systemMessage says so (it was only in the machine's log), once per session
+    start; while the setting is followed nothing is said."""
+    s = Session(tmp_path, letta)
+    r = subprocess.run([sys.executable, "-m", "subconscious", "key", "init"], env=s.env, cwd=str(s.project),
+                       capture_output=True, text=True, timeout=120, input="")
+    assert r.returncode == 0, r.stderr
+    assert "systemMessage" not in s.hook("session-start")
+    mallory = Store(s.home, "mallory", tmp_path / "mallory" / "locks", tmp_path / "mallory" / "clocks")
+    mallory.put_setting("encryption", {"enabled": False, "keyId": None, "kdf": None, "rotation": None})
+    out = json.loads(s.hook("session-start"))
+    assert "not followed" in out["systemMessage"] and "key disable" in out["systemMessage"], out

@@ -150,21 +150,42 @@ def test_any_failure_exit_is_non_blocking(tmp_path, venv):
 
 
 def test_a_script_whose_first_line_is_not_a_plain_python_runs_as_it_is(tmp_path, venv):
-    """pip's long-path form (``#!/bin/sh`` + exec), ``#!/usr/bin/env python3``, a python with arguments: the
-    launcher runs the script itself."""
+    """``#!/usr/bin/env python3``, a python with arguments: the launcher runs the script itself."""
     m = Machine(tmp_path, venv)
     script = m.bin / "subconscious"
     body = script.read_text().split("\n", 1)[1]
-    for first in ("#!/usr/bin/env python3", f"#!{venv / 'bin' / 'python'} -s", "#!/bin/sh"):
+    for first in ("#!/usr/bin/env python3", f"#!{venv / 'bin' / 'python'} -s"):
         m.mark.unlink(missing_ok=True)
-        if first == "#!/bin/sh":
-            script.write_text(f"#!/bin/sh\n'''exec' {venv / 'bin' / 'python'} \"$0\" \"$@\"\n' '''\n" + body)
-        else:
-            script.write_text(first + "\n" + body)
+        script.write_text(first + "\n" + body)
         r = m.hook("pre-tool-use", {"session_id": str(uuid.uuid4()), "hook_event_name": "PreToolUse"},
                    SUBCONSCIOUS_FETCH_TTL="3600")
         assert r.returncode == 0, (first, r.stderr)
         assert m.script_ran(), first
+
+
+LONG_FORM = "#!/bin/sh\n'''exec' %s \"$0\" \"$@\"\n' '''\n"
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_pips_long_path_form_runs_the_entry_and_is_passed_over_when_its_python_is_gone(tmp_path, venv, quoted):
+    """pip writes LONG_FORM for a python whose path is over 127 bytes (a deep plugin data dir) or has a space
+    (then quoted): that python runs the entry; gone, the command is passed over silently (exit 0, nothing on
+    stderr) instead of failing with 'not found' on every hook."""
+    m = Machine(tmp_path, venv)
+    script = m.bin / "subconscious"
+    body = script.read_text().split("\n", 1)[1]
+    python = venv / "bin" / "python"
+    script.write_text(LONG_FORM % (f'"{python}"' if quoted else python) + body)
+    data = {"session_id": str(uuid.uuid4()), "hook_event_name": "PreToolUse"}
+    r = m.hook("pre-tool-use", data, SUBCONSCIOUS_FETCH_TTL="3600")
+    assert (r.returncode, r.stderr) == (0, "") and not m.script_ran()
+    script.write_text(LONG_FORM % (tmp_path / "gone" / "python") + body)
+    pipx = Path(m.env["HOME"]) / ".local" / "bin" / "subconscious"  # the next command the launcher looks for
+    pipx.parent.mkdir(parents=True)
+    pipx.write_text('#!/bin/sh\necho "PIPX $*"\n')
+    pipx.chmod(0o755)
+    r = m.hook("pre-tool-use", data, SUBCONSCIOUS_FETCH_TTL="3600")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "PIPX hook pre-tool-use\n", ""), r.stderr
 
 
 # ---------------------------------------------------------------- the settings-file form (subconscious install)
@@ -270,5 +291,5 @@ def test_the_launcher_and_the_settings_form_give_python_the_same_entry():
     """hooks/run is shell, so it spells the entry program out: it must be the one install writes."""
     from subconscious.settingsfile import HOOK_ENTRY, SETTINGS_COMMAND
 
-    assert "-P -c '" + HOOK_ENTRY + "'" in (REPO / "hooks" / "run").read_text()
-    assert "-P -c '" + HOOK_ENTRY + "'" in SETTINGS_COMMAND.format(event="stop")
+    assert " -c '" + HOOK_ENTRY + "' \"$want\" " in (REPO / "hooks" / "run").read_text()
+    assert " -c '" + HOOK_ENTRY + "' '' " in SETTINGS_COMMAND.format(event="stop")

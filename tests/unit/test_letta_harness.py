@@ -39,3 +39,30 @@ def test_venv_is_cached_outside_the_clone_keyed_on_the_pins(monkeypatch, tmp_pat
     monkeypatch.setenv("SUBCONSCIOUS_TEST_CACHE", str(tmp_path / "cache"))
     assert venv_dir() == tmp_path / "cache" / f"letta-venv-{requirements_key()}"
     assert len(requirements_key()) == 12
+
+
+def test_the_tests_conversation_listing_reads_past_a_short_page(monkeypatch):
+    """tests/harness/hooks.conversation_messages, which the end-to-end tests count deliveries with, pages like
+    Letta 0.16.8: ``limit`` counts rows and a row may list as no message (a ``send_message`` return next to
+    its call). It stopped at the first page shorter than 100 and missed everything after it."""
+    from tests.harness import hooks
+
+    rows = [[{"id": f"m{i}"}] if i % 50 else [] for i in range(250)]  # every 50th row lists as nothing
+
+    class Answer:
+        def __init__(self, page):
+            self.page = page
+
+        def raise_for_status(self):
+            pass
+
+        def json(self):
+            return self.page
+
+    def get(url, params, timeout):
+        start = next(i for i, r in enumerate(rows) if r and r[0]["id"] == params["after"]) + 1 if "after" in params else 0
+        return Answer([m for r in rows[start:start + params["limit"]] for m in r])
+
+    monkeypatch.setattr(hooks.httpx, "get", get)
+    got = hooks.conversation_messages("http://letta", "conv-1")
+    assert [m["id"] for m in got] == [m["id"] for r in rows for m in r]

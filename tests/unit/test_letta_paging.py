@@ -41,3 +41,37 @@ def test_a_short_page_does_not_end_the_listing_and_newest_first_pages_back():
         assert [m["content"] for m in c.iter_messages(CONV, after=ids[10], page=5)] == \
             [f"u{i}" for i in range(11, 25) if i % 3]
         assert list(c.iter_messages_newest_first(CONV, page=5)) == asc[::-1]
+
+
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+ROWS = st.lists(st.lists(st.sampled_from(["assistant_message", "reasoning_message", "user_message"]), max_size=2),
+                max_size=40)
+
+
+@given(ROWS, st.integers(1, 7), st.data())
+@settings(max_examples=150, deadline=None)
+def test_the_hooks_look_back_reads_every_row_up_to_the_watermark(kinds, page, data):
+    """Issue 25: the notes look-back (events/messages.read_pages) pages as the worker does: rows that carry
+    no message (or several) never end it early; it reaches the watermark wherever it is."""
+    from subconscious.events.messages import read_pages
+
+    rows = [[{"message_type": k, "content": f"r{i}"} for k in row] for i, row in enumerate(kinds)]
+    # ``page`` message-less rows in a row make an empty page: the listing's end as far as anyone can tell
+    # (no id to page on) — a limit of the API (paging.py says so), not tested here
+    assume(not any(all(not r for r in rows[i:i + page]) for i in range(len(rows) - page + 1)))
+    handler, ids, _ = server(rows)
+    with_msgs = [i for i, r in enumerate(rows) if r]
+    mark_row = data.draw(st.sampled_from(with_msgs)) if with_msgs and data.draw(st.booleans()) else None
+    mark = ids[mark_row] if mark_row is not None else None
+    with LettaClient("http://letta.test", "k", transport=httpx.MockTransport(handler)) as c:
+        got, found = read_pages(lambda before: c.list_messages(CONV, limit=page, before=before), mark, page,
+                                max_pages=100)
+    newest_first = [m for i in reversed(range(len(rows))) for m in rows[i]]
+    assert found == (mark is not None)
+    if mark is None:
+        assert [m["content"] for m in got] == [m["content"] for m in newest_first]
+    else:
+        newer = [m["content"] for i in reversed(range(mark_row + 1, len(rows))) for m in rows[i]]
+        assert [m["content"] for m in got][:len(newer)] == newer

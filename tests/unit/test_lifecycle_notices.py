@@ -48,7 +48,7 @@ def deliver_all(lines, inserts, max_chars):
 @settings(max_examples=150, deadline=None)
 @given(kinds=st.lists(st.sampled_from(["user", "assistant", "attachment"]), min_size=0, max_size=12),
        ats=st.lists(st.integers(min_value=-1, max_value=15), max_size=4),
-       max_chars=st.one_of(st.none(), st.integers(min_value=1, max_value=200)))
+       max_chars=st.one_of(st.none(), st.integers(min_value=900, max_value=1_100)))
 def test_every_insert_reaches_the_agent_once_before_its_line(kinds, ats, max_chars):
     lines = [line(i, k) for i, k in enumerate(kinds)]
     inserts = [Insert(at, f"n{j}", (Message("system", f"notice-{j}-here"),)) for j, at in enumerate(ats)]

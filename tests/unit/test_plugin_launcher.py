@@ -25,6 +25,7 @@ FAKE_PYTHON = r"""#!/bin/sh
 # a fake Python {version}: answers hooks/setup's version probes, "creates" a venv, "pip installs" a stub
 [ "$1" = -I ] && shift
 [ "$1" = -S ] && shift
+[ "$1" = -P ] && shift
 case "$1" in
   -c) case "$2" in *print*) echo {version} ;; *sys.exit*) [ {ok} = 1 ] ;; esac; exit $? ;;
 esac
@@ -34,6 +35,7 @@ fi
 if [ "$1 $2 $3" = "-m pip install" ]; then
   echo "$$" >>"{calls}"
   sleep {pip_seconds}
+{gate}
   [ {pip_ok} = 1 ] || {{ echo "ERROR: No matching distribution found for httpx>=0.27" >&2; exit 1; }}
   bin=${{0%/python}}
   printf '#!/bin/sh\nif [ "$1" = --version ]; then echo "subconscious 0.1.0"; exit 0; fi\necho "PLUGIN-INSTALL $*"; exit {exit_code}\n' >"$bin/subconscious"
@@ -47,7 +49,7 @@ exit 3
 FAKE_UV = r"""#!/bin/sh
 # a fake uv: `uv venv --quiet --python '>=3.11' DIR` and `uv pip install --quiet --python DIR/bin/python SRC`
 echo "$*" >>"{calls}"
-if [ "$1" = venv ]; then mkdir -p "$5/bin" && : >"$5/bin/python" && exit 0; fi
+if [ "$1" = venv ]; then mkdir -p "$5/bin" && printf '#!/bin/sh\necho 3.12\n' >"$5/bin/python" && chmod +x "$5/bin/python" && exit 0; fi
 if [ "$1 $2" = "pip install" ]; then
   bin=${{5%/python}}
   printf '#!/bin/sh\nif [ "$1" = --version ]; then echo "subconscious 0.1.0"; exit 0; fi\necho "UV-INSTALL $*"\n' >"$bin/subconscious"
@@ -79,10 +81,22 @@ class Sandbox:
             (self.bin / u).symlink_to(shutil.which(u))
         self.pip_calls = tmp / "pip-calls"
 
-    def python(self, version="3.12", ok=True, pip_ok=True, pip_seconds=0, exit_code=0, name="python3"):
+    @property
+    def gate(self) -> Path:
+        """With python(gated=True), the fake pip waits until this file exists (a set-up held open, no clock)."""
+        return self.tmp / "pip-gate"
+
+    def python(self, version="3.12", ok=True, pip_ok=True, pip_seconds=0, exit_code=0, name="python3", pip_says=None,
+               gated=False):
         p = self.bin / name
-        p.write_text(FAKE_PYTHON.format(version=version, ok=int(ok), pip_ok=int(pip_ok), pip_seconds=pip_seconds,
-                                        calls=self.pip_calls, exit_code=exit_code))
+        gate = 'while [ ! -e "%s" ]; do sleep 0.05; done' % self.gate if gated else ""
+        text = FAKE_PYTHON.format(version=version, ok=int(ok), pip_ok=int(pip_ok), pip_seconds=pip_seconds,
+                                  calls=self.pip_calls, exit_code=exit_code, gate=gate)
+        if pip_says is not None:  # what pip prints when it fails
+            (self.tmp / "pip-says").write_text(pip_says)
+            text = text.replace('echo "ERROR: No matching distribution found for httpx>=0.27" >&2',
+                                'while IFS= read -r l; do printf "%%s\\n" "$l"; done <"%s" >&2' % (self.tmp / "pip-says"))
+        p.write_text(text)
         p.chmod(0o755)
 
     def command_on(self, directory: Path, exit_code=0):
@@ -333,3 +347,100 @@ def test_the_mcp_server_starts_through_the_same_launcher(sb):
     assert (r.returncode, r.stdout, r.stderr) == (0, "PLUGIN-INSTALL mcp\n", "")
     sb.command_on(sb.bin)
     assert sb.hook("mcp").stdout == "FOUND %s mcp\n" % sb.bin
+
+
+# pip 23's output with no index: the cause in the build-dependency subprocess's lines, the generic ones last
+PIP_NO_INDEX = """  error: subprocess-exited-with-error
+
+  × pip subprocess to install build dependencies did not run successfully.
+  │ exit code: 1
+  ╰─> [3 lines of output]
+      Looking in links: /nonexistent
+      ERROR: Could not find a version that satisfies the requirement setuptools>=68 (from versions: none)
+      ERROR: No matching distribution found for setuptools>=68
+      [end of output]
+
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+error: subprocess-exited-with-error
+
+× pip subprocess to install build dependencies did not run successfully.
+│ exit code: 1
+╰─> See above for output.
+
+note: This error originates from a subprocess, and is likely not a problem with pip.
+"""
+
+
+@pytest.mark.parametrize("says, cause", [
+    (PIP_NO_INDEX, "No matching distribution found for setuptools>=68"),
+    ("ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n\n",
+     "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"),
+    ("Traceback (most recent call last):\n  File x\nKeyboardInterrupt\n", "KeyboardInterrupt"),
+])
+def test_a_failed_setup_names_its_cause_at_session_start(sb, says, cause):
+    sb.python(pip_ok=False, pip_says=says)
+    sb.hook("session-start")
+    sb.wait_setup()
+    message = json.loads(sb.hook("session-start").stdout)["systemMessage"]
+    assert cause in message and "See above" not in message and "note:" not in message, message
+    assert "tries again in 1 min" in message
+    assert cause in (sb.data / "setup.failed").read_text().splitlines()[2]
+    # and `subconscious doctor` (run from a shell: no CLAUDE_PLUGIN_DATA) shows the last set-up's result
+    import sys
+
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(sb.config), "LETTA_HOME": str(sb.tmp / "shared"),
+           "SUBCONSCIOUS_STATE_DIR": str(sb.tmp / "local"), "PYTHONPATH": str(REPO)}
+    env.pop("CLAUDE_PLUGIN_DATA", None)
+    r = subprocess.run([sys.executable, "-m", "subconscious", "doctor", "--json"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    (found,) = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "plugin-install"]
+    assert found["severity"] == "warning" and cause in found["message"], found
+    assert found["details"]["last_setup"]["attempts"] == 1
+
+
+def test_a_broken_install_at_an_odd_path_still_gives_one_json_line_and_repairs(sb):
+    """The stamp's paths reach SessionStart's message: a quote, a backslash, a tab or a control character in them
+    must not break the JSON Claude Code reads. The repair the first hook starts is held (the fake pip's gate)
+    until SessionStart has spoken: finished first, it answered SessionStart itself (seen in a parallel run)."""
+    sb.python(gated=True)
+    sb.data.mkdir(parents=True)
+    odd = sb.tmp / 'gone "dir"\\\t\x01x'
+    (sb.data / "install.stamp").write_text(f"{sb.plugin}\n{odd}/bin/subconscious\n0.1.0\n\n{odd}/python3\n3.12\n")
+    for ev in ("pre-tool-use", "stop"):
+        assert (lambda r: (r.returncode, r.stdout, r.stderr))(sb.hook(ev)) == (0, "", "")
+    r = sb.hook("session-start")
+    (line,) = r.stdout.splitlines()
+    message = json.loads(line)["systemMessage"]
+    assert "stopped working (its install at" in message and "is gone" in message and "reinstalling" in message
+    sb.gate.touch()
+    sb.wait_setup()
+    assert sb.hook("pre-tool-use").stdout == "PLUGIN-INSTALL hook pre-tool-use\n", sb.log()
+    assert sb.setups_run() == 1 and "repairing: its install at" in sb.log()
+
+
+def test_the_launcher_and_the_setup_read_versions_with_the_same_function():
+    """hooks/run compares what hooks/setup wrote into the stamp: two readings of plugin.json that differed
+    would reinstall on every hook."""
+    def function(path: Path) -> str:
+        text = path.read_text()
+        start = text.index("version_of() {")
+        return text[start:text.index("\n}\n", start)]
+
+    assert function(REPO / "hooks" / "run") == function(REPO / "hooks" / "setup")
+
+
+@pytest.mark.parametrize("text, version", [
+    ('{\n  "name": "subconscious",\n  "version": "0.1.0",\n', "0.1.0"),
+    ('{"name": "x", "version" : "2.0.0-rc.1", "y": 1}\n', "2.0.0-rc.1"),
+    ('[build-system]\nrequires = ["setuptools>=68"]\n[project]\nname = "s"\nversion = "0.3.1"\n', "0.3.1"),
+    ('version_scheme = "x"\nversion="4"\n', "4"),
+    ('{"name": "x"}\n', ""),
+])
+def test_versions_are_read_from_plugin_json_and_pyproject(tmp_path, text, version):
+    f = tmp_path / "f"
+    f.write_text(text)
+    run = (REPO / "hooks" / "run").read_text()
+    start = run.index("version_of() {")
+    script = run[start:run.index("\n}\n", start) + 3] + 'version_of "$1"; printf "%s" "$v"\n'
+    out = subprocess.run(["/bin/sh", "-c", script, "sh", str(f)], capture_output=True, text=True, timeout=10)
+    assert (out.stdout, out.stderr) == (version, "")

@@ -91,6 +91,11 @@ def test_preview_shows_the_pending_lines_redacted_and_changes_nothing(tmp_path):
 def test_preview_over_the_budget_shows_the_summary(tmp_path):
     env = setup(tmp_path)
     env["SUBCONSCIOUS_DAILY_CHARS"] = "100"
+    ran = preview(env, "--json")  # the default, defer: nothing is sent today, the lines wait
+    assert ran.returncode == 0, ran.stderr
+    got = json.loads(ran.stdout)["sessions"][0]
+    assert got["messages"] == [] and any("wait for the next UTC day" in n for n in got["notes"])
+    env["SUBCONSCIOUS_BUDGET_OVERFLOW"] = "summarise"
     ran = preview(env, "--json")
     assert ran.returncode == 0, ran.stderr
     [msg] = json.loads(ran.stdout)["sessions"][0]["messages"]

@@ -18,13 +18,13 @@ from subconscious.redact import REDACTED, find_secrets, redact  # noqa: E402
 GENERATOR = bench.REPO / "tests" / "fixtures" / "secrets" / "generate.py"
 CORPUS = bench.load_corpus()
 
-# The bound on false positives in this repository's product code and READMEs (15k lines): at most 1 line in
-# 500 changed. What a user notices is code the agent cannot read: at 0.2 % a 2,000-line Read shows at most a
-# handful of "[REDACTED]" values, each after a secret-ish name (``secret: anyone with it …`` in a help
-# text). Measured: 0.06 %; the old name-based rules changed 0.28 %.
-FP_BOUND = 0.002
-
-
+# The bound on false positives (issue 23): at most 1 line in 1,000 of this repository's own *.py, *.md and *.json
+# changed (about 51,000 lines; the secret fixtures and the tests of redaction, which hold fake secrets on purpose,
+# are left out: benchmarks/redaction_bench.py ham_files). What a user notices is code the agent cannot read:
+# at 0.1 % a 2,000-line Read shows at most a couple of "[REDACTED]" values. Measured: 0.070 % (most of it fake
+# keys in test set-ups, LETTA_API_KEY="test-key-…"); the rules before issue 23 changed 0.80 % (a BEGIN line in a
+# test hid the 333 lines after it); detect-secrets 1.5.0 flags 0.041 %.
+FP_BOUND = 0.001
 def test_the_corpus_is_what_the_generator_makes():
     assert subprocess.run([sys.executable, str(GENERATOR), "--check"]).returncode == 0
 
@@ -37,6 +37,10 @@ def test_the_corpus_covers_every_format_and_the_issue_11_cases():
                        "openssh", "pgp_private", "connection_string", "env_assignment", "generic_high_entropy",
                        "telegram_bot_token", "sendgrid_key", "huggingface_token", "shopify_token", "digitalocean_token",
                        "mailgun_key", "age_secret_key"}
+    assert formats >= {"authorization_header", "url_password_special", "curl_user", "mysql_password", "sshpass",
+                       "docker_config_auth", "kubernetes_secret", "twilio", "ethereum_private_key", "netrc",
+                       "pw_assignment", "split_literal"}  # the formats issue 23 found passing through Read
+    assert len(formats) >= 50
     contexts = {(s["format"], s["context"]) for s in CORPUS}
     for key in ("pem_rsa", "pem_pkcs8", "openssh", "pgp_private"):
         assert {(key, "read_offset"), (key, "grep_hits"), (key, "full")} <= contexts
@@ -55,8 +59,8 @@ def test_recall_is_total_per_format():
 
 
 def test_false_positives_on_this_repository_stay_under_the_bound():
-    bad, lines, examples = bench.false_positives(redact, bench.ham_files())
-    assert lines > 5000
+    bad, lines, examples = bench.false_positives(redact, bench.ham_files("repo"))
+    assert lines > 40000
     assert bad / lines <= FP_BOUND, examples
 
 

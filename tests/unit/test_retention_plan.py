@@ -56,3 +56,28 @@ def test_ages_parse_and_nonsense_is_refused(n, unit):
             assert "30d" in str(exc)
         else:
             raise AssertionError(bad)
+
+
+other_facts = st.builds(SessionFacts, st.none() | stamps, st.none(), st.none(), st.none() | st.just("ended, clear"),
+                        st.sampled_from(["me", "laptop", "desktop"]))
+
+
+@given(sessions=st.dictionaries(sids, other_facts), age=st.integers(0, 60 * DAY_MS),
+       ahead=st.integers(0, 60 * DAY_MS), others=st.none() | st.integers(NOW - 90 * DAY_MS, NOW))
+def test_a_clock_ahead_never_retires_what_other_machines_wrote_within_the_age_or_in_use(sessions, age, ahead, others):
+    """This machine's clock runs ``ahead`` of the others': ages count from the others' newest write (when
+    that is earlier), so nothing they wrote within AGE before it, and nothing any other host wrote within
+    the last 10 minutes before it, is retired."""
+    from subconscious.state.retention import IN_USE_MS
+
+    plan = plan_gc(now_ms=NOW + ahead, age_ms=age, old_floor=Stamp(0, 0), sessions=sessions, entries={}, local={},
+                   set_aside={}, others_ms=others, host="me")
+    ref = NOW + ahead if others is None else min(NOW + ahead, others)
+    assert plan.reference_ms == ref and plan.floor == Stamp(max(ref - age, 0), 0)
+    for sid, facts in sessions.items():
+        if facts.stamp is None:
+            continue
+        if facts.stamp.wall >= ref - age:
+            assert sid not in plan.retire
+        if facts.host != "me" and ref - facts.stamp.wall < IN_USE_MS:
+            assert sid not in plan.retire and (facts.stamp >= plan.floor or sid in plan.touch)

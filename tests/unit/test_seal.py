@@ -106,7 +106,9 @@ def test_truncated_and_extended_ciphertexts_fail():
 @pytest.mark.parametrize(
     "change, reason",
     [
-        ({"sealed": 2}, "unsupported"),
+        ({"sealed": 3}, "unsupported"),
+        ({"v": 2}, "does-not-open"),
+        ({"v": -1}, "malformed"),
         ({"sealed": True}, "unsupported"),
         ({"alg": "C20P1305"}, "unsupported"),
         ({"kid": "not-a-key-id"}, "malformed"),
@@ -145,7 +147,7 @@ def test_arbitrary_json_never_raises_anything_but_sealerror(value, fields):
 
 def test_envelope_shape_is_versioned_and_names_the_key():
     env = seal(KEY, "x", session_id="s1", label="l")
-    assert set(env) == {"sealed", "alg", "kid", "nonce", "ct"}
+    assert set(env) == {"sealed", "alg", "kid", "v", "nonce", "ct"}
     assert env["sealed"] == FORMAT and env["alg"] == ALG and env["kid"] == KEY.id
     assert is_envelope(env) and envelope_key_id(env) == KEY.id
     assert not is_envelope("plain") and envelope_key_id({"sealed": 1, "kid": "../x"}) is None

@@ -174,7 +174,8 @@ def test_rotation_resumes_after_an_interruption(machines):
     new = Key.generate()
     ring = a.ring()
     ring.add(new, source="generated")
-    write_policy(a.store(), Policy(True, new.id, rotation={"from": old, "host": "alpha", "started": "t"}))
+    write_policy(a.store(), Policy(True, new.id, rotation={"from": old, "host": "alpha", "started": "t"},
+                                   generation=2))  # one more than `key init`'s, as `key rotate` writes it
 
     def stop(sid):
         if sid == "s2":

@@ -64,8 +64,9 @@ def test_a_delete_never_resurrects_through_a_stale_copy(tmp_path):
 
 def test_a_host_whose_clock_is_behind_still_wins_with_a_later_edit(tmp_path):
     home = tmp_path / "home"
-    ahead = make(tmp_path, "ahead", home, now=lambda: 2_000_000_000_000)
-    behind = make(tmp_path, "behind", home, now=lambda: 1_000_000_000_000)  # 11 days behind
+    # 20 hours behind: within ALLOWED_SKEW_MS (beyond it a stamp counts as the oldest, see test_bounds.py)
+    ahead = make(tmp_path, "ahead", home, now=lambda: 1_000_000_000_000 + 20 * 3_600_000)
+    behind = make(tmp_path, "behind", home, now=lambda: 1_000_000_000_000)
     ahead.put_conversation("s1", "conv-old", "agent-a")
     behind.put_conversation("s1", "conv-new", "agent-a")  # it read ahead's entry first
     assert ahead.conversation("s1").conversation_id == "conv-new"

@@ -90,7 +90,8 @@ def test_a_newer_session_file_renamed_in_by_a_sync_engine_inside_our_write_is_me
     a = make(tmp_path, "alpha", fs)
     a.update_session("s1", lambda cur: SessionState("s1", conversation_id="c", last_processed_index=3))
     remote = json.loads(a.session_path("s1").read_text())
-    remote.update(lastProcessedIndex=40, hlc="9999999999999:0", host="remote", lastSeenMessageId="m-remote")
+    # a newer version (an hour ahead: a far-future stamp would count as the oldest, see test_bounds.py)
+    remote.update(lastProcessedIndex=40, hlc=f"{a.now() + 3_600_000}:0", host="remote", lastSeenMessageId="m-remote")
 
     def deliver():  # Syncthing: temp file, then rename over the target
         tmp = a.home / ".syncthing.session-s1.json.tmp"
@@ -224,7 +225,9 @@ def test_after_pruning_an_old_copy_or_backup_cannot_resurrect(tmp_path):
     (home / "conversations.sync-conflict-20260101-101010-ABCDEFG.json").write_bytes(stale_view)
     (home / "hosts" / "alpha.sync-conflict-20260101-101010-ABCDEFG.json").write_bytes(stale_shard)
     (home / "hosts" / "restored.json").write_bytes(stale_shard.replace(b'"alpha"', b'"restored"'))
-    for reader in (a, make(tmp_path, "beta", home=home)):
+    beta = make(tmp_path, "beta", home=home)
+    _age(beta, 91)  # read on the same day as alpha's prune (a floor newer than now - retention is no floor)
+    for reader in (a, beta):
         assert reader.conversation("s1") is None
         assert reader.conversation("keep").conversation_id == "conv-k"
     a.fold_all()

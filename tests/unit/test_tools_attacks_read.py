@@ -1,6 +1,6 @@
 """Issue 11, written as attacks on the read-side tools (Read, Grep, Glob): a hostile agent (a prompt
 injection in a cloned repository) tries to get something the confinement should hide. Each test failed on
-the code before the fix (figures in the commit message and the README); all must pass now.
+the code before the fix (figures in the commit message and docs/agent-tools.md); all must pass now.
 
 - a directory swapped for a symbolic link while Grep/Glob walk the project;
 - project directories that are too wide (home's parent, /tmp, ~/.config…) or that move with Claude Code's
@@ -235,7 +235,8 @@ def test_the_worker_uses_the_root_recorded_at_session_start_not_the_stop_cwd(rep
     local.cwd = str(repo / "sub")  # where Claude Code was at the last Stop
     local.project_root = str(repo)  # what SessionStart recorded
     local.pending_start = "<claude_code_session_start/>"
-    empty = SimpleNamespace(list_messages=lambda *a, **k: [], iter_messages=lambda *a, **k: iter(()))
+    empty = SimpleNamespace(list_messages=lambda *a, **k: [], iter_messages=lambda *a, **k: iter(()),
+                            iter_messages_newest_first=lambda *a, **k: iter(()))
     worker._deliver_start(empty, "conv", local, sessions, rt=None)  # a conversation with nothing in it yet
     assert seen == [str(repo)]
 
@@ -255,7 +256,8 @@ def test_session_start_records_one_root_and_keeps_it(repo, tmp_path, monkeypatch
         def __exit__(self, *a):
             return False
 
-    store = SimpleNamespace(update_session=lambda sid, fn: fn(None), setting=lambda key: None)
+    store = SimpleNamespace(update_session=lambda sid, fn: fn(None), setting=lambda key: None,
+                            session=lambda sid: None, retired_conversation=lambda sid: None)
     ctx = SimpleNamespace(client=lambda timeout=None: Client(), remaining=lambda t: t, session_id="s-12",
                           store=store, sessions_dir=tmp_path / "sessions",
                           settings=SimpleNamespace(project=None, sdk_tools="read-only", base_url="http://127.0.0.1:9",

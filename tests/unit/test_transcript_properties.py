@@ -65,7 +65,12 @@ def test_processing_in_steps_equals_processing_at_once(lines, data):
 
 
 @given(transcripts, st.integers(1, 400))
-def test_max_chars_chunks_lose_and_repeat_nothing(lines, limit):
+def test_max_chars_chunks_lose_and_repeat_nothing(lines, room):
+    # the smallest bound an update can hold (its envelope at the longest line numbers, and MIN_ROOM of text;
+    # a smaller one is refused: test_delivery_size_bound), plus 1-400 characters of room to chunk by
+    from subconscious.transcript import MIN_ROOM, render_update
+
+    limit = len(render_update("s", (), (len(lines), len(lines) + 1), "k" * 20, None)) + MIN_ROOM + room
     cursor, msgs = -1, []
     for _ in range(len(lines) + 1):
         u = build_update(lines, cursor, "s", max_chars=limit)

@@ -88,6 +88,29 @@ def test_malformed_edits_are_refused_before_anything_is_sent(server):
     assert status == 502 and "cannot connect" in json.loads(body)["error"]  # it did try the (down) server
 
 
+def raw_post(srv, length_header: str) -> tuple[int, bytes]:
+    """A POST whose Content-Length is whatever the client wrote, on a raw socket (http.client checks it)."""
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+        s.sendall(f"POST /api/blocks/human HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
+                  f"X-Subconscious-Token: {srv.token}\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {length_header}\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            piece = s.recv(65536)
+            if not piece:
+                break
+            data += piece
+    return int(data.split(b" ", 2)[1]), data
+
+
+@pytest.mark.parametrize("length, status", [("abc", 400), ("-1", 400), ("1_000", 400), ("\u0661\u0662".encode().decode("latin-1"), 400),
+                                            ("", 400), ("0x10", 400), ("12abc", 400), ("99999999999999999999999", 413)])
+def test_a_bad_content_length_is_a_client_error_never_a_500(server, length, status):
+    got, data = raw_post(server, length)
+    assert got == status, data
+    assert call(server, "GET", f"/api/health?token={server.token}")[0] != 500  # and the server still answers
+
+
 def test_no_hook_loads_the_mcp_sdk_or_the_viewer(tmp_path):
     for event, modules, stderr in hook_loaded_modules(tmp_path, f"http://127.0.0.1:{closed_port()}"):
         unwanted = sorted(m for m in modules if m.split(".")[0] in ("mcp", "mcp_types", "pydantic")

@@ -1,0 +1,127 @@
+"""The names of a large session directory a hook's read needs, without listing it on every hook.
+
+A hook reads one session: its view, each host's version, and their displaced versions and conflict
+copies. The last two are found by name, which takes a listing of the directory: 100,000 session files
+made that 280 ms per hook (issue 24), against 0.2 ms in a small home. Only a few names in such a listing
+can be a displaced version or a copy of some session: the ones that are not plain names of ours
+(:func:`.copies.plain`: copies, displaced versions, temp files, floor.json) and plain-looking names one
+of whose prefixes is another session's file (OneDrive's ``session-<id>-LAPTOP.json`` beside
+``session-<id>.json``). This module keeps those *unusual* names of each directory in one machine-local
+file, with the directory's identity and modification time when it was listed.
+
+A directory's modification time changes whenever a name in it is created, removed or renamed, which is
+the only way a copy or displaced version appears or goes; its change time too, and that one also when the
+modification time is put back (``rsync -a``, Unison ``times = true``, ``touch -d``). So while the
+directory's (device, inode, mtime, ctime) are those recorded, the recorded names are the names: no listing. A listing taken less than
+:data:`RACY_NS` after the directory last changed is not trusted (a second change in the same tick of a
+coarse clock, FAT's 2 s, would leave the time as it was): it is taken again on the next read. A file
+system whose directory times lag (an NFS client's attribute cache) can hide a copy from a hook's read for
+that long; every *write* (and ``status``, ``doctor``, ``watch``, gc) lists the directory itself, so what
+such a copy holds is merged by the next write, never lost.
+
+The cache lives beside the machine's clocks (never in the synced home), 0600 in a 0700 directory; a
+cache file that cannot be read is simply rebuilt. Only a file system that can say what a directory's
+identity is (:meth:`.fs.FS.listing_token`) uses it; the simulation's does not, and lists every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+from . import copies
+
+RACY_NS = 3_000_000_000  # FAT's 2 s tick, and a little for a file server's clock ahead of ours
+FORMAT = 1
+
+
+_SESSION_LINE = re.compile(r"^(session-[A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json$", re.M)  # group 1: the stem
+_PLAIN_LINE = re.compile(r"^(?:session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|quarantine|backups)$",
+                         re.M)
+# the lines of a joined listing that are not plain names (a few, out of 100,000)
+_NOT_PLAIN_LINE = re.compile(r"^(?!(?:session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|"
+                             r"quarantine|backups)$)[^\n]*$", re.M)
+# plain-looking strong copies (OneDrive's Linux client, Nextcloud's legacy form): copies.plain says no
+_PLAIN_COPY_MARKS = ("-safeBackup-", "_conflict-")
+_PLAIN_COPY_LINE = re.compile(r"^[^\n]*(?:-safeBackup-\d{4,}|_conflict-\d{8}-\d{6})\.json$", re.M)
+
+
+def unusual(names: list[str]) -> list[str]:
+    """The names of a session directory that may be a displaced version or a copy of a session file.
+
+    Run on every listing after a change (every Stop publishes a view), so done in C as far as it goes
+    (100,000 names: a hook's first read after a change): the plain names are found by one
+    regular-expression scan over the joined listing, the rest by a set difference, and a plain session
+    name counts when it extends another's stem after a - or _ (:func:`.copies.extending`)."""
+    joined = "\n".join(names)
+    if joined.count("\n") != max(len(names) - 1, 0):  # a newline in a name: one name at a time
+        out = [n for n in names if not copies.plain(n) or "\n" in n]
+        stems = [n[:-5] for n in names if "\n" not in n and _SESSION_LINE.fullmatch(n)]
+    else:
+        out = [n for n in _NOT_PLAIN_LINE.findall(joined) if n]  # (an empty listing is one empty line)
+        if any(mark in joined for mark in _PLAIN_COPY_MARKS):
+            out += [n for n in _PLAIN_COPY_LINE.findall(joined) if _PLAIN_LINE.fullmatch(n)]
+        stems = _SESSION_LINE.findall(joined)
+    out += [stem + ".json" for stem in copies.extending(stems)]
+    return sorted(set(out))
+
+
+class ListingCache:
+    def __init__(self, fs, home: Path, cache_dir: Path):
+        self.fs = fs
+        self.home = Path(home)
+        digest = hashlib.sha256(str(self.home).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        self.path = Path(cache_dir) / f"listings-{digest}.json"
+        self._data: dict | None = None
+        self._dirty = False
+
+    def _load(self) -> dict:
+        if self._data is None:
+            data: dict = {}
+            try:
+                raw = json.loads(self.path.read_bytes())
+                if isinstance(raw, dict) and raw.get("format") == FORMAT and isinstance(raw.get("dirs"), dict):
+                    data = raw["dirs"]
+            except (OSError, ValueError, RecursionError):
+                pass
+            self._data = data
+        return self._data
+
+    def names(self, directory: Path) -> list[str] | None:
+        """The unusual names of ``directory`` (None: list it, the file system cannot tell if it changed)."""
+        token = self.fs.listing_token(directory)
+        if token is None:
+            return None
+        key = str(Path(directory).relative_to(self.home)) if Path(directory) != self.home else "."
+        entry = self._load().get(key)
+        if (isinstance(entry, dict) and entry.get("token") == list(token) and isinstance(entry.get("names"), list)
+                and entry.get("trusted") is True
+                and all(isinstance(n, str) and n and "/" not in n and "\x00" not in n and n not in (".", "..")
+                        for n in entry["names"])):
+            return entry["names"]
+        listed_at = time.time_ns()
+        names = self.fs.listdir(directory)
+        after = self.fs.listing_token(directory)
+        found = unusual(names)
+        mtime_ns = token[2]  # (its change time is in the token for identity only: a test or tool that dates a
+        # directory back with utime makes the change time now, which would make every listing racy)
+        trusted = after == token and mtime_ns + RACY_NS < listed_at
+        self._data[key] = {"token": list(token), "trusted": trusted, "names": found}  # type: ignore[index]
+        self._dirty = True
+        return found
+
+    def save(self) -> None:
+        if not self._dirty:
+            return
+        from ..atomic import atomic_write, ensure_dir
+
+        try:
+            ensure_dir(self.path.parent)
+            atomic_write(self.path, json.dumps({"format": FORMAT, "dirs": self._data},
+                                               separators=(",", ":")).encode(), durable=False)
+        except OSError:
+            pass  # a cache: the next read lists again
+        self._dirty = False
