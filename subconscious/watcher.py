@@ -235,7 +235,9 @@ class Watcher:
             self.say(f"fold failed ({type(exc).__name__}: {exc}); will retry")
             return 0
         after = candidates(self.home)
-        self._tried = after  # what is left is not ours, or changed meanwhile (then its stat differs)
+        # tried: what was there before the fold and is still there, as it was. A copy that arrived during
+        # the fold was never looked at (its arrival's wake must fold it), and one that changed is new
+        self._tried = before & after
         moved = sorted({name for _, name, _, _ in before} - {name for _, name, _, _ in after})
         if moved:
             self.folds += len(moved)
@@ -322,7 +324,7 @@ class Watcher:
                     self.fold_if_needed()
                     self.rebuild_views_if_needed()
                 elif time.monotonic() - last_scan >= self.interval:
-                    self.fold_if_needed()
+                    self.fold_if_needed(force=True)  # what a fold left (a lease kept busy) is tried again
                     self.rebuild_views_if_needed()
                     self.gc_if_due()
                     last_scan = time.monotonic()

@@ -49,3 +49,59 @@ def test_onedrives_copy_of_a_hosts_session_file_is_folded_though_it_is_also_a_va
     assert w.fold_if_needed() == 1
     assert os.listdir(own.parent) == ["session-cur-6.json"]
     assert a.session("cur-6").last_processed_index == 20
+
+
+def test_a_copy_that_arrives_while_watch_folds_is_folded_on_the_next_wake(tmp_path):
+    """rclone bisync writes ``X..path2`` and then ``X..path1``: a fold woken by the first can run while
+    the second arrives. The copy it never looked at was marked as tried (the listing after the fold
+    said so) and no later wake folded it; it stayed for good (CI, test_engines_end_to_end[rclone])."""
+    home = tmp_path / "claude"
+    a, own, older = _host_session_with_an_older_version(home, tmp_path / "l1", "s1")
+    first = own.parent / make_copy_name(Engine.DROPBOX, own.name, device="ABCDEFG", host="h2", user="h2")
+    first.write_bytes(older)
+    second = own.parent / make_copy_name(Engine.NEXTCLOUD, own.name, device="ABCDEFG", host="h2", user="h2")
+    fold_all = a.fold_all
+
+    def arriving_during_the_fold():
+        result = fold_all()
+        second.write_bytes(older)  # lands after the fold listed the directory, before watch looks again
+        return result
+
+    a.fold_all = arriving_during_the_fold
+    w = Watcher(a, logging.getLogger("test"), say=lambda line: None)
+    assert w.fold_if_needed() == 1
+    a.fold_all = fold_all
+    assert w.fold_if_needed() == 1  # the wake its arrival caused
+    assert os.listdir(own.parent) == ["session-s1.json"]
+    assert w.fold_if_needed() == 0  # and nothing is folded twice
+
+
+def test_a_copy_a_fold_left_is_tried_again_by_the_periodic_scan(tmp_path):
+    """A fold can leave a copy for a passing reason (another writer kept the view's lease): its stat
+    does not change, so no event names it again. The periodic scan tries it again."""
+    import threading
+    import time
+
+    home = tmp_path / "claude"
+    a, own, older = _host_session_with_an_older_version(home, tmp_path / "l1", "s1")
+    copy = own.parent / make_copy_name(Engine.DROPBOX, own.name, device="ABCDEFG", host="h2", user="h2")
+    copy.write_bytes(older)
+    fold_all, calls = a.fold_all, []
+
+    def busy_at_first():
+        calls.append(1)
+        return fold_all() if len(calls) > 2 else {"conversations": 0, "sessions": 0}  # left for later
+
+    a.fold_all = busy_at_first
+    w = Watcher(a, logging.getLogger("test"), say=lambda line: None, interval=0.2, recheck=0.05)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while copy.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not copy.exists(), f"the copy stayed ({len(calls)} folds)"
+    finally:
+        w.request_stop()
+        t.join(10)
+    assert a.session("s1").last_processed_index == 20
