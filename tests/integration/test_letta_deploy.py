@@ -1,16 +1,15 @@
 """deploy/letta-server.sh, the user-facing self-hosted server script, run for real.
 
-Its install (letta 0.16.8 venv, ~1.2 GB, 2-3 minutes) is kept in the test cache and reused by later runs.
+Its install (letta 0.16.8 venv, ~1.2 GB, 2-3 minutes) is kept in the test cache and reused by later runs
+(tests/harness/letta_deploy.py; CI makes it before the suite).
 The model provider it is pointed at is the harness's fake LLM, standing in for the user's OpenAI-compatible
 endpoint (OPENAI_BASE_URL).
 """
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -20,22 +19,10 @@ import pytest
 from subconscious.letta.agent import resolve_agent
 from subconscious.letta.client import LettaClient
 from subconscious.letta.config import LettaSettings
-from tests.harness.letta_server import cache_root, free_port
+from tests.harness.letta_deploy import base, ensure_installed, install_home, run
+from tests.harness.letta_server import free_port
 
 pytestmark = [pytest.mark.letta, pytest.mark.slow]
-
-SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "letta-server.sh"
-
-
-def _base() -> Path:
-    # as root, postgres runs as an unprivileged user that cannot enter /root: keep the install elsewhere
-    return Path("/var/cache/subconscious-tests") if os.geteuid() == 0 and not os.environ.get(
-        "SUBCONSCIOUS_TEST_CACHE") else cache_root()
-
-
-def _install_home() -> Path:
-    """The script's install (venv/, letta-src/), shared by every run: made once, under a lock."""
-    return _base() / "letta-deploy-0.16.8"
 
 
 @contextlib.contextmanager
@@ -43,40 +30,23 @@ def _run_home():
     """A home of this run's own (its database, pid files, logs, the server's HOME) with the shared install
     linked in: two suites or xdist workers running this test at once no longer share one postgres data dir
     and one run/letta.pid (the old fixed home under /var/cache)."""
-    base = _base()
-    base.mkdir(parents=True, exist_ok=True)
-    home = Path(tempfile.mkdtemp(prefix="letta-deploy-run-", dir=base))
+    root = base()
+    root.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="letta-deploy-run-", dir=root))
     try:
         if os.geteuid() == 0:
-            os.chmod(base, 0o755)
+            os.chmod(root, 0o755)
             os.chmod(home, 0o755)  # the postgres account must reach the venv's binaries through it
         for name in ("venv", "letta-src"):
-            (home / name).symlink_to(_install_home() / name, target_is_directory=True)
+            (home / name).symlink_to(install_home() / name, target_is_directory=True)
         yield home
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _install_lock():
-    lock = _base() / "letta-deploy-0.16.8.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
-
-
-def run(cmd: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), cmd], env=env, capture_output=True, text=True, timeout=timeout)
-
-
 def test_install_start_status_stop_with_the_users_provider(letta_server, fake_llm, tmp_path):
-    shared = _install_home()
-    with _install_lock():
-        if not (shared / "venv" / ".installed-0.16.8").exists():
-            env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SUBCONSCIOUS_LETTA_HOME": str(shared)}
-            r = run("install", env, timeout=1200)
-            assert r.returncode == 0, r.stderr[-3000:]
+    r = ensure_installed()  # made up front by CI (.ci/run); here the first time on a clone without it
+    assert r is None or r.returncode == 0, r.stderr[-3000:]
     with _run_home() as home:
         _start_status_stop(home, letta_server, fake_llm, tmp_path)
 
