@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
+from .bounds import ahead_map, ahead_record
 from .clock import ZERO, Stamp
 from .merge import merge_session_versions
 from .order import add_adopted, already_adopted, same_json, version_key
@@ -213,6 +214,11 @@ def _fold_shards(values: list[dict]) -> dict | None:
     adopted = _adopted_union(*(v.get("adopted") for v in sorted(values, key=_shard_rank, reverse=True)))
     if adopted:
         out["adopted"] = adopted
+    ahead = _ahead_union(*(v.get("ahead") for v in values))
+    if ahead:
+        out["ahead"] = ahead
+    else:
+        out.pop("ahead", None)
     for key in ("clock",):
         stamps = [_stamp(v.get(key)) for v in values if key in v]
         if stamps:
@@ -224,7 +230,7 @@ def _fold_shards(values: list[dict]) -> dict | None:
     return out
 
 
-_SHARD_MERGED = frozenset({"conversations", "settings", "clock", "written", "format", "host", "name", "adopted"})
+_SHARD_MERGED = frozenset({"conversations", "settings", "clock", "written", "format", "host", "name", "adopted", "ahead"})
 
 
 def _adopted_union(*records: Any) -> dict[str, list[str]]:
@@ -236,6 +242,17 @@ def _adopted_union(*records: Any) -> dict[str, list[str]]:
                 if isinstance(key, str) and isinstance(digests, list):
                     out[key] = add_adopted(out.get(key, []), digests)
     return {k: v for k, v in out.items() if v}
+
+
+def _ahead_union(*records: Any) -> dict[str, list[str]]:
+    """Shards' ahead records joined (see :mod:`.bounds`): every side's versions stay demoted, the newest
+    per key kept as a writer keeps them. Taking one side's record, as for a plain key, let a version stamped
+    far ahead that only the other side recorded win its key again."""
+    out: dict[str, frozenset] = {}
+    for record in records:
+        for key, entries in ahead_map(record).items():
+            out[key] = out.get(key, frozenset()) | entries
+    return ahead_record(out, {})
 
 
 def merge_shards(base: Mapping | None, ours: Mapping, theirs: Mapping, host: str | None = None) -> dict:
@@ -274,6 +291,9 @@ def merge_shards(base: Mapping | None, ours: Mapping, theirs: Mapping, host: str
     adopted = _adopted_union(later.get("adopted"), earlier.get("adopted"))
     if adopted:
         out["adopted"] = adopted
+    ahead = _ahead_union(ours.get("ahead"), theirs.get("ahead"))
+    if ahead:
+        out["ahead"] = ahead
     out["host"] = host or later.get("host", earlier.get("host"))
     if "name" in later or "name" in earlier:
         out["name"] = later.get("name", earlier.get("name"))
