@@ -187,6 +187,25 @@ def named_ahead(values: Mapping[str, dict], ahead: Mapping[str, frozenset]) -> d
     return out
 
 
+def outgrown(record: Mapping[str, list[str]], held: Mapping[str, str]) -> dict[str, list[str]]:
+    """``record`` without the entries that no longer decide anything: a named version stamped before the
+    version this shard holds for its key (``held``: key -> that version's stamp text) loses to it by
+    plain order, as it would demoted, for as long as the shard holds it (a shard's version of a key is
+    only ever replaced by a newer one). So the record shrinks once this host's clock passes what it names,
+    instead of growing with every key ever written over a clock that ran ahead."""
+    out = {}
+    for key, entries in record.items():
+        mine = held.get(key)
+        if mine is None:
+            out[key] = entries
+            continue
+        floor = Stamp.decode(mine)
+        kept = [e for e in entries if Stamp.decode(e.partition("@")[0]) > floor]
+        if kept:
+            out[key] = kept
+    return out
+
+
 def ahead_record(own: Mapping[str, frozenset], new: Mapping[str, set]) -> dict[str, list[str]]:
     """This host's record: what its shard held, with ``new`` (key -> {(hlc, host)}) added, the newest
     :data:`AHEAD_MAX` per key kept (by stamp)."""

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
-from .bounds import SETTING_AHEAD, ahead_map, ahead_record, demote_named
+from .bounds import SETTING_AHEAD, ahead_map, ahead_record, demote_named, outgrown
 from .clock import ZERO, Stamp, bound, follow_limit, tick
 from .files import fit_name
 from .ids import check_session_id, is_session_id
@@ -207,6 +207,10 @@ class Writing:
             "conversations": plan.own,
             "settings": {k: v.to_json() for k, v in own_settings.items()},
         }
+        if ahead:
+            held = {k: v["hlc"] for k, v in plan.own.items()}
+            held.update((SETTING_AHEAD + k, v.stamp.encode()) for k, v in own_settings.items())
+            ahead = outgrown(ahead, held)
         if ahead:
             shard["ahead"] = ahead
         own_record = record_of(got.own_adopted, is_session_id)

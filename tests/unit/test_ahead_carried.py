@@ -99,3 +99,23 @@ def test_retiring_any_host_keeps_the_last_write_of_each_key(tmp_path_factory, sk
     for i, store in enumerate(stores):
         if i != gone:
             assert live(store) == want, (store.host, skews, gone)
+
+
+def test_a_record_goes_once_this_hosts_clock_passes_what_it_names(tmp_path):
+    """The record only grew (every key ever written over a clock that ran ahead, for good). An entry
+    whose named version is stamped before the version this host's shard holds for the key decides
+    nothing: once real time passes it, the next write of the key drops it, and the order stays."""
+    clock = Clock()
+    ahead = make(tmp_path, "zahead", clock.of(TWO_HOURS))
+    right = make(tmp_path, "right", clock.of(0))
+    ahead.put_conversation("k", "conv-ahead", "agent-a")
+    ahead.put_conversation("kept", "conv-ahead-kept", "agent-a")
+    clock.real += 1_000
+    right.put_conversation("k", "conv-right-1", "agent-a")
+    right.put_conversation("kept", "conv-right-kept", "agent-a")
+    assert set(json.loads(right.shard_path().read_text())["ahead"]) == {"k", "kept"}
+    clock.real += 3 * 3600_000  # past the named stamps
+    right.put_conversation("k", "conv-right-2", "agent-a")
+    assert set(json.loads(right.shard_path().read_text()).get("ahead", {})) == {"kept"}
+    for store in (right, ahead):
+        assert live(store) == {"k": "conv-right-2", "kept": "conv-right-kept"}, store.host
