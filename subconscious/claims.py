@@ -109,10 +109,13 @@ def _write(path: str, data: dict) -> None:
 
 
 def take_fetch(directory: "Path | str", session_id: str, ttl_ms: int, now_ms: int) -> bool:
-    """True (and the fetch time set to ``now_ms``) unless a fetch began less than ``ttl_ms`` ago."""
+    """True (and the fetch time set to ``now_ms``) unless a fetch began less than ``ttl_ms`` ago. A fetch
+    time up to ``ttl_ms`` after ``now_ms`` counts too: a hook reads the clock before it waits for the lock,
+    so of parallel hooks one that read it earlier can get the lock after one that fetched (seen under load:
+    two of five parallel PreToolUse fetched). Further ahead, it is a clock that went back: taken again."""
     with _locked(directory, session_id) as path:
         data = _read(path)
-        if 0 <= now_ms - data["fetch_ms"] < ttl_ms:
+        if -ttl_ms < now_ms - data["fetch_ms"] < ttl_ms:
             return False
         data["fetch_ms"] = now_ms
         _write(path, data)

@@ -177,7 +177,10 @@ def test_parallel_hooks_with_the_ttl_fetch_once(tmp_path, letta):
     outs = [p.communicate(timeout=60)[0].decode() for p in procs]
     # hooks that fetched: first pages (one hook pages on to the empty page that ends the listing)
     fetches = [r for r in letta.requests if "/messages" in r and "before=" not in r]
-    assert len(fetches) == 1, fetches  # the TTL check and the new fetch time are one compare-and-set
+    # the TTL check and the new fetch time are one compare-and-set; a hook whose first page came too late
+    # for its deadline gives the TTL back (logged), and the next hook fetches instead
+    handed = s.log().count("the next hook looks again")
+    assert len(fetches) == 1 + handed, (fetches, handed)
     assert sum(shown(o, "only once") for o in outs) == 1
 
 
