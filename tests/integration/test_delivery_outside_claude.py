@@ -135,7 +135,10 @@ def test_a_huge_markup_prompt_from_claude_code_is_delivered_once_within_the_boun
     assert ranges[0][0] == 0 and all(b < a2 for (_, b), (a2, _) in zip(ranges, ranges[1:])), ranges
     assert not [lines[i][:300] for i in gaps if parse_line(lines[i]).entries], ranges
     cursor = laptop.store().session(sid).last_processed_index
-    assert ranges[-1][1] == cursor >= last_answer
+    # the cursor may pass lines after the last update that have nothing to send (Claude Code's bookkeeping
+    # written after the Stop: a full-suite run ended its updates at 60 with the cursor at 62)
+    assert last_answer <= ranges[-1][1] <= cursor, (ranges, cursor, last_answer)
+    assert not [lines[i][:300] for i in range(ranges[-1][1] + 1, cursor + 1) if parse_line(lines[i]).entries]
     # each ordinary line's marker in exactly one accepted send; the huge line cut, with its marker
     for marker in (f"first-prompt-{tag}", f"[Tool: Bash] printf 'one-%s' {tag}", f"one-{tag}", f"first-answer-{tag}",
                    f"second-prompt-{tag}", f"[Tool: Bash] printf 'two-%s' {tag}", f"two-{tag}", f"last-answer-{tag}",
