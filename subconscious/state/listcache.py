@@ -26,6 +26,7 @@ identity is (:meth:`.fs.FS.listing_token`) uses it; the simulation's does not, a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -39,32 +40,65 @@ FORMAT = 1
 
 
 _SESSION_LINE = re.compile(r"^(session-[A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json$", re.M)  # group 1: the stem
+_SESSION_NAME = re.compile(r"session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json")
 _PLAIN_LINE = re.compile(r"^(?:session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|quarantine|backups)$",
                          re.M)
-# the lines of a joined listing that are not plain names (a few, out of 100,000)
-_NOT_PLAIN_LINE = re.compile(r"^(?!(?:session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|"
-                             r"quarantine|backups)$)[^\n]*$", re.M)
 # plain-looking strong copies (OneDrive's Linux client, Nextcloud's legacy form): copies.plain says no
 _PLAIN_COPY_MARKS = ("-safeBackup-", "_conflict-")
 _PLAIN_COPY_LINE = re.compile(r"^[^\n]*(?:-safeBackup-\d{4,}|_conflict-\d{8}-\d{6})\.json$", re.M)
+_LOOK_FOR_SIZE = 100  # names looked at for a session file's name length
+
+
+@functools.lru_cache(maxsize=4)
+def _plain_lines(size: int | None) -> re.Pattern:
+    """A plain name's line with its newline (a session file's only when its name is ``size`` long), to be
+    removed from the joined listing so that what is left are the other lines (a few, out of 100,000).
+    Anchored at a line's start and spanning exactly one line, a match resumes at the next line's start (a
+    negative look-ahead for the lines that are not plain tried the rest of every line at each of its
+    characters: three times as slow)."""
+    ids = "{0,127}" if size is None else "{%d}" % (size - 14)
+    return re.compile(r"^(?:session-[A-Za-z0-9][A-Za-z0-9_-]%s\.json|conversations\.json|hosts|quarantine|backups)\n"
+                      % ids, re.M)
 
 
 def unusual(names: list[str]) -> list[str]:
     """The names of a session directory that may be a displaced version or a copy of a session file.
 
     Run on every listing after a change (every Stop publishes a view), so done in C as far as it goes
-    (100,000 names: a hook's first read after a change): the plain names are found by one
-    regular-expression scan over the joined listing, the rest by a set difference, and a plain session
-    name counts when it extends another's stem after a - or _ (:func:`.copies.extending`)."""
+    (100,000 names: a hook's first read after a change). The lines of the joined listing that are plain
+    names are removed by one regular-expression pass; those left are not plain or a session file's whose
+    name has another length than the first one's, and a plain session name counts when it extends another's
+    stem after a - or _ (:func:`.copies.extending`). Session ids of one length (Claude Code's UUIDs) leave
+    no session name at all, and then no stem extends another: the 100,000 stems are not even made. A stem
+    longer than the common one (OneDrive's ``session-<id>-LAPTOP``) can only extend a shorter stem: one of
+    its own kind, or a common one cut from its start (a set look-up); a stem shorter than the common one
+    could be extended by any of them, and then every stem is looked at."""
     joined = "\n".join(names)
     if joined.count("\n") != max(len(names) - 1, 0):  # a newline in a name: one name at a time
         out = [n for n in names if not copies.plain(n) or "\n" in n]
         stems = [n[:-5] for n in names if "\n" not in n and _SESSION_LINE.fullmatch(n)]
     else:
-        out = [n for n in _NOT_PLAIN_LINE.findall(joined) if n]  # (an empty listing is one empty line)
+        size = next((len(n) for n in names[:_LOOK_FOR_SIZE] if _SESSION_NAME.fullmatch(n)), None)
+        left = [n for n in _plain_lines(size).sub("", joined + "\n").split("\n") if n]  # (and the last line's end)
+        if size is None:
+            out, stems = left, _SESSION_LINE.findall(joined)
+        else:
+            out, others = [], []  # others: the stems of session names of another length
+            for n in left:
+                if _SESSION_NAME.fullmatch(n):
+                    others.append(n[:-5])
+                else:
+                    out.append(n)
+            common = size - 5
+            if any(len(stem) < common for stem in others):
+                stems = _SESSION_LINE.findall(joined)
+            elif others:
+                present = frozenset(names)
+                stems = list({*others, *(s[:common] for s in others if s[common] in "-_" and s[:common] + ".json" in present)})
+            else:
+                stems = []
         if any(mark in joined for mark in _PLAIN_COPY_MARKS):
             out += [n for n in _PLAIN_COPY_LINE.findall(joined) if _PLAIN_LINE.fullmatch(n)]
-        stems = _SESSION_LINE.findall(joined)
     out += [stem + ".json" for stem in copies.extending(stems)]
     return sorted(set(out))
 
