@@ -124,18 +124,20 @@ class ListingCache:
             self._data = data
         return self._data
 
-    def names(self, directory: Path) -> list[str] | None:
-        """The unusual names of ``directory`` (None: list it, the file system cannot tell if it changed)."""
-        token = self.fs.listing_token(directory)
-        if token is None:
-            return None
-        key = str(Path(directory).relative_to(self.home)) if Path(directory) != self.home else "."
+    def _key(self, directory: Path) -> str:
+        return str(Path(directory).relative_to(self.home)) if Path(directory) != self.home else "."
+
+    def _fresh(self, key: str, token: tuple[int, ...]) -> list[str] | None:
+        """The recorded unusual names if the listing recorded for ``key`` is trusted and still current."""
         entry = self._load().get(key)
         if (isinstance(entry, dict) and entry.get("token") == list(token) and isinstance(entry.get("names"), list)
                 and entry.get("trusted") is True
                 and all(isinstance(n, str) and n and "/" not in n and "\x00" not in n and n not in (".", "..")
                         for n in entry["names"])):
             return entry["names"]
+        return None
+
+    def _list(self, directory: Path, key: str, token: tuple[int, ...]) -> list[str]:
         listed_at = time.time_ns()
         names = self.fs.listdir(directory)
         after = self.fs.listing_token(directory)
@@ -143,9 +145,49 @@ class ListingCache:
         mtime_ns = token[2]  # (its change time is in the token for identity only: a test or tool that dates a
         # directory back with utime makes the change time now, which would make every listing racy)
         trusted = after == token and mtime_ns + RACY_NS < listed_at
-        self._data[key] = {"token": list(token), "trusted": trusted, "names": found}  # type: ignore[index]
+        self._load()[key] = {"token": list(token), "trusted": trusted, "names": found, "count": len(names)}
         self._dirty = True
         return found
+
+    def names(self, directory: Path) -> list[str] | None:
+        """The unusual names of ``directory`` (None: list it, the file system cannot tell if it changed)."""
+        token = self.fs.listing_token(directory)
+        if token is None:
+            return None
+        key = self._key(directory)
+        found = self._fresh(key, token)
+        return found if found is not None else self._list(directory, key, token)
+
+    def refresh(self, directory: Path) -> int | None:
+        """Off the hook path (the worker after its writes, ``watch`` after a change): list ``directory``
+        into the cache if what it holds for it is not a trusted listing of the directory as it is now, and
+        the directory has not changed for :data:`RACY_NS` — the same rule :meth:`names` trusts a listing by,
+        so a refresh is never trusted where a hook's own listing would not be. None: nothing left to do (the
+        cache is fresh, or the file system cannot tell); else the wall time (ns) after which a listing would
+        be trusted: call again then. A directory changed too recently that the cache knows nothing of is
+        listed anyway (untrusted), for its size (:meth:`size`)."""
+        token = self.fs.listing_token(directory)
+        if token is None:
+            return None
+        key = self._key(directory)
+        if self._fresh(key, token) is not None:
+            return None
+        due = token[2] + RACY_NS
+        if time.time_ns() <= due:
+            if self.size(directory) is None:
+                self._list(directory, key, token)
+            return due
+        self._list(directory, key, token)
+        if self._load()[key]["trusted"]:
+            return None
+        now = self.fs.listing_token(directory)  # it changed while listed: trusted once unchanged for RACY_NS
+        return max((now or token)[2] + RACY_NS, time.time_ns())
+
+    def size(self, directory: Path) -> int | None:
+        """How many names ``directory`` had when last listed into the cache (None: not known)."""
+        entry = self._load().get(self._key(directory))
+        count = entry.get("count") if isinstance(entry, dict) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
 
     def save(self) -> None:
         if not self._dirty:
