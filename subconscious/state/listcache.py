@@ -19,6 +19,12 @@ system whose directory times lag (an NFS client's attribute cache) can hide a co
 that long; every *write* (and ``status``, ``doctor``, ``watch``, gc) lists the directory itself, so what
 such a copy holds is merged by the next write, never lost.
 
+The home changes at every Stop (the worker publishes the cursor into it), so the hook after one would
+pay for the listing: the worker after its last write and ``watch`` after a change call :meth:`refresh`,
+which lists a stale directory again once it has been quiet for :data:`RACY_NS`, off Claude Code's clock.
+A refresh is trusted by the same rule as a hook's listing, and a hook still lists what is stale. A hook's
+listing that would not be trusted is not saved (no later read could use it).
+
 The cache lives beside the machine's clocks (never in the synced home), 0600 in a 0700 directory; a
 cache file that cannot be read is simply rebuilt. Only a file system that can say what a directory's
 identity is (:meth:`.fs.FS.listing_token`) uses it; the simulation's does not, and lists every time.
@@ -39,13 +45,23 @@ RACY_NS = 3_000_000_000  # FAT's 2 s tick, and a little for a file server's cloc
 FORMAT = 1
 
 
-_SESSION_LINE = re.compile(r"^(session-[A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json$", re.M)  # group 1: the stem
-_SESSION_NAME = re.compile(r"session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json")
-_PLAIN_LINE = re.compile(r"^(?:session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|quarantine|backups)$",
-                         re.M)
-# plain-looking strong copies (OneDrive's Linux client, Nextcloud's legacy form): copies.plain says no
+# compiled on first use: a hook whose cache is fresh needs none of them (compiling is a hook's millisecond)
+_PATTERNS = {
+    "session-line": (r"^(session-[A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json$", re.M),  # group 1: the stem
+    "session-name": (r"session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json", 0),
+    "plain-line": (r"^(?:session-[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.json|conversations\.json|hosts|quarantine|backups)$",
+                   re.M),
+    # plain-looking strong copies (OneDrive's Linux client, Nextcloud's legacy form): copies.plain says no
+    "plain-copy-line": (r"^[^\n]*(?:-safeBackup-\d{4,}|_conflict-\d{8}-\d{6})\.json$", re.M),
+}
 _PLAIN_COPY_MARKS = ("-safeBackup-", "_conflict-")
-_PLAIN_COPY_LINE = re.compile(r"^[^\n]*(?:-safeBackup-\d{4,}|_conflict-\d{8}-\d{6})\.json$", re.M)
+
+
+@functools.lru_cache(maxsize=None)
+def _re(name: str) -> re.Pattern:
+    return re.compile(*_PATTERNS[name])
+
+
 _LOOK_FOR_SIZE = 100  # names looked at for a session file's name length
 
 
@@ -76,29 +92,30 @@ def unusual(names: list[str]) -> list[str]:
     joined = "\n".join(names)
     if joined.count("\n") != max(len(names) - 1, 0):  # a newline in a name: one name at a time
         out = [n for n in names if not copies.plain(n) or "\n" in n]
-        stems = [n[:-5] for n in names if "\n" not in n and _SESSION_LINE.fullmatch(n)]
+        stems = [n[:-5] for n in names if "\n" not in n and _re("session-line").fullmatch(n)]
     else:
-        size = next((len(n) for n in names[:_LOOK_FOR_SIZE] if _SESSION_NAME.fullmatch(n)), None)
+        session_name = _re("session-name").fullmatch
+        size = next((len(n) for n in names[:_LOOK_FOR_SIZE] if session_name(n)), None)
         left = [n for n in _plain_lines(size).sub("", joined + "\n").split("\n") if n]  # (and the last line's end)
         if size is None:
-            out, stems = left, _SESSION_LINE.findall(joined)
+            out, stems = left, _re("session-line").findall(joined)
         else:
             out, others = [], []  # others: the stems of session names of another length
             for n in left:
-                if _SESSION_NAME.fullmatch(n):
+                if session_name(n):
                     others.append(n[:-5])
                 else:
                     out.append(n)
             common = size - 5
             if any(len(stem) < common for stem in others):
-                stems = _SESSION_LINE.findall(joined)
+                stems = _re("session-line").findall(joined)
             elif others:
                 present = frozenset(names)
                 stems = list({*others, *(s[:common] for s in others if s[common] in "-_" and s[:common] + ".json" in present)})
             else:
                 stems = []
         if any(mark in joined for mark in _PLAIN_COPY_MARKS):
-            out += [n for n in _PLAIN_COPY_LINE.findall(joined) if _PLAIN_LINE.fullmatch(n)]
+            out += [n for n in _re("plain-copy-line").findall(joined) if _re("plain-line").fullmatch(n)]
     out += [stem + ".json" for stem in copies.extending(stems)]
     return sorted(set(out))
 
@@ -137,7 +154,7 @@ class ListingCache:
             return entry["names"]
         return None
 
-    def _list(self, directory: Path, key: str, token: tuple[int, ...]) -> list[str]:
+    def _list(self, directory: Path, key: str, token: tuple[int, ...], *, keep_untrusted: bool = True) -> list[str]:
         listed_at = time.time_ns()
         names = self.fs.listdir(directory)
         after = self.fs.listing_token(directory)
@@ -145,8 +162,9 @@ class ListingCache:
         mtime_ns = token[2]  # (its change time is in the token for identity only: a test or tool that dates a
         # directory back with utime makes the change time now, which would make every listing racy)
         trusted = after == token and mtime_ns + RACY_NS < listed_at
-        self._load()[key] = {"token": list(token), "trusted": trusted, "names": found, "count": len(names)}
-        self._dirty = True
+        if trusted or keep_untrusted:
+            self._load()[key] = {"token": list(token), "trusted": trusted, "names": found, "count": len(names)}
+            self._dirty = True
         return found
 
     def names(self, directory: Path) -> list[str] | None:
@@ -156,7 +174,8 @@ class ListingCache:
             return None
         key = self._key(directory)
         found = self._fresh(key, token)
-        return found if found is not None else self._list(directory, key, token)
+        # (a listing the cache would not trust is not saved from a hook's read: no later read could use it)
+        return found if found is not None else self._list(directory, key, token, keep_untrusted=False)
 
     def refresh(self, directory: Path) -> int | None:
         """Off the hook path (the worker after its writes, ``watch`` after a change): list ``directory``
