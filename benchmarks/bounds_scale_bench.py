@@ -163,19 +163,22 @@ def main() -> None:
         small_home = build(base / "small", 10, with_hosts=False)
         large_home = build(base / "large", big, with_hosts=False)
         print(f"{'':>9} {'cached: 10 files':>17} {f'{big:,} files':>14} {'ratio':>6}   "
-              f"{'first read: 10 files':>20} {f'{big:,} files':>14} {'ratio':>6}")
+              f"{'first read: 10 files':>20} {f'{big:,} files':>14} {'ratio':>6}   {'its CPU: 10 files':>15} "
+              f"{f'{big:,} files':>14}")
         for name, tree in trees:
-            figures = {"small": [], "large": [], "first-small": [], "first-large": []}
+            figures = {"small": [], "large": [], "first-small": [], "first-large": [], "cpu-small": [], "cpu-large": []}
             for turn in range(3):  # in turns: a busy spell slows both
                 for label, home in (("small", small_home), ("large", large_home)):
                     got = child(tree, "one", str(home), str(base / f"one-{name}-{label}-{turn}"), str(args.runs * 40),
                                 sid(3))
                     figures[label].append(got["median"])
                     figures["first-" + label].append(got["first"])
-            small, large, first_small, first_large = (statistics.median(figures[k]) * 1000 for k in
-                                                      ("small", "large", "first-small", "first-large"))
+                    figures["cpu-" + label].append(got["cpu"])
+            small, large, first_small, first_large, cpu_small, cpu_large = (
+                statistics.median(figures[k]) * 1000 for k in
+                ("small", "large", "first-small", "first-large", "cpu-small", "cpu-large"))
             print(f"{name:>9} {small:>17.3f} {large:>14.3f} {large / small:>6.2f}   {first_small:>20.2f} "
-                  f"{first_large:>14.2f} {first_large / first_small:>6.1f}")
+                  f"{first_large:>14.2f} {first_large / first_small:>6.1f}   {cpu_small:>15.2f} {cpu_large:>14.2f}")
         print("\n(first read: the read that lists the directory, as after any change to it; later reads use the "
               "machine's listing cache while the directory is unchanged)")
         print(f"\na hook's read after a Stop with the worker's refresh (a Stop's write, the worker's wait for the racy "
