@@ -1,7 +1,7 @@
 """Figures for issue 24 item 5 (scale): reading every session, ``status`` and ``doctor`` on a home with
 1,000 and 10,000 sessions across 3 hosts (wall and CPU), and a hook's read of one session with 10 vs
-100,000 session files: the first read after the directory changed (it lists the directory) and the
-cached one.
+100,000 session files: the first read after the directory changed (it lists the directory), the
+cached one, and the read after a Stop once the worker has refreshed the machine's listing cache.
 
     python benchmarks/bounds_scale_bench.py [--quick] [--against /path/to/other/checkout] [--runs 5]
 
@@ -40,12 +40,26 @@ if what == "all":
         t, c = time.perf_counter(), time.process_time()
         n = sum(1 for _ in store.sessions())
         times.append(time.perf_counter() - t); cpu.append(time.process_time() - c)
+elif what == "stop":  # a Stop's write (the worker's cursor, published into the home), then the worker's refresh
+    sid = sys.argv[5]
+    Store(home, "host0", local / "locks", local / "clocks").update_session(
+        sid, lambda cur: cur.evolve(last_processed_index=cur.last_processed_index + 1))
+    try:
+        from subconscious.worker import settle_listings
+    except ImportError:  # a checkout without it (--against main before the fix)
+        settle_listings = None
+    t = time.perf_counter()
+    large = {} if len(sys.argv) < 7 else {"large": int(sys.argv[6])}  # 0: wait for a directory of any size
+    settled = settle_listings(store, **large) if settle_listings else None
+    print(json.dumps({"settled": settled, "waited": time.perf_counter() - t}))
+    sys.exit()
 else:  # one session, read the way a hook reads it (the first read fills the machine's listing cache)
     sid = sys.argv[5]
-    t = time.perf_counter(); store.session(sid); first = time.perf_counter() - t
+    t, c = time.perf_counter(), time.process_time(); store.session(sid)
+    first, cpu = time.perf_counter() - t, [time.process_time() - c]
     for _ in range(runs):
         t = time.perf_counter(); store.session(sid); times.append(time.perf_counter() - t)
-print(json.dumps({"median": statistics.median(times), "cpu": statistics.median(cpu) if cpu else 0.0,
+print(json.dumps({"median": statistics.median(times), "cpu": statistics.median(cpu) if cpu else 0.0,  # (one: the first's)
                   "first": times[0] if what == "all" else first}))
 """
 
@@ -114,6 +128,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller homes (a minute or two)")
     ap.add_argument("--against", type=Path, help="another checkout to compare with (e.g. main before the fix)")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--turns", type=int, default=5, help="Stops (each with its worker's refresh) per home and checkout")
     ap.add_argument("--only-one", action="store_true", help="only the hook's read of one session")
     ap.add_argument("--no-all", action="store_true", help="without the table of store.sessions() at 1,000-8,000")
     args = ap.parse_args()
@@ -148,21 +163,50 @@ def main() -> None:
         small_home = build(base / "small", 10, with_hosts=False)
         large_home = build(base / "large", big, with_hosts=False)
         print(f"{'':>9} {'cached: 10 files':>17} {f'{big:,} files':>14} {'ratio':>6}   "
-              f"{'first read: 10 files':>20} {f'{big:,} files':>14} {'ratio':>6}")
+              f"{'first read: 10 files':>20} {f'{big:,} files':>14} {'ratio':>6}   {'its CPU: 10 files':>15} "
+              f"{f'{big:,} files':>14}")
         for name, tree in trees:
-            figures = {"small": [], "large": [], "first-small": [], "first-large": []}
+            figures = {"small": [], "large": [], "first-small": [], "first-large": [], "cpu-small": [], "cpu-large": []}
             for turn in range(3):  # in turns: a busy spell slows both
                 for label, home in (("small", small_home), ("large", large_home)):
                     got = child(tree, "one", str(home), str(base / f"one-{name}-{label}-{turn}"), str(args.runs * 40),
                                 sid(3))
                     figures[label].append(got["median"])
                     figures["first-" + label].append(got["first"])
-            small, large, first_small, first_large = (statistics.median(figures[k]) * 1000 for k in
-                                                      ("small", "large", "first-small", "first-large"))
+                    figures["cpu-" + label].append(got["cpu"])
+            small, large, first_small, first_large, cpu_small, cpu_large = (
+                statistics.median(figures[k]) * 1000 for k in
+                ("small", "large", "first-small", "first-large", "cpu-small", "cpu-large"))
             print(f"{name:>9} {small:>17.3f} {large:>14.3f} {large / small:>6.2f}   {first_small:>20.2f} "
-                  f"{first_large:>14.2f} {first_large / first_small:>6.1f}")
+                  f"{first_large:>14.2f} {first_large / first_small:>6.1f}   {cpu_small:>15.2f} {cpu_large:>14.2f}")
         print("\n(first read: the read that lists the directory, as after any change to it; later reads use the "
               "machine's listing cache while the directory is unchanged)")
+        print(f"\na hook's read after a Stop with the worker's refresh (a Stop's write, the worker's wait for the racy "
+              f"window and its listing, then the read in a new process as a hook's): median ms")
+        print(f"{'':>9} {'wall: 10 files':>14} {f'{big:,} files':>14} {'ratio':>6}   {'CPU: 10 files':>13} "
+              f"{f'{big:,} files':>14} {'ratio':>6}   {'worker waited s: 10':>20} {f'{big:,}':>9}   "
+              f"{'CPU: 10, refreshed too':>22} {'ratio':>6}")
+        for name, tree in trees:
+            labels = ("small", "large", "refreshed")  # refreshed: the small home, the worker waiting for it too
+            figures = {f"{k}{label}": [] for k in ("", "cpu-", "wait-") for label in labels}
+            for turn in range(args.turns):
+                for label, home in (("small", small_home), ("large", large_home), ("refreshed", small_home)):
+                    where = str(base / f"stop-{name}-{label}")
+                    stop = child(tree, "stop", str(home), where, "1", sid(3), *(["0"] if label == "refreshed" else []))
+                    got = child(tree, "one", str(home), where, "1", sid(3))
+                    figures[label].append(got["first"])
+                    figures["cpu-" + label].append(got["cpu"])
+                    figures["wait-" + label].append(stop["waited"] if stop["settled"] is not None else float("nan"))
+            small, large, cpu_small, cpu_large, cpu_refreshed = (statistics.median(figures[k]) * 1000 for k in
+                                                                 ("small", "large", "cpu-small", "cpu-large",
+                                                                  "cpu-refreshed"))
+            waits = [statistics.median(figures[k]) for k in ("wait-small", "wait-large")]
+            print(f"{name:>9} {small:>14.2f} {large:>14.2f} {large / small:>6.2f}   {cpu_small:>13.2f} {cpu_large:>14.2f} "
+                  f"{cpu_large / cpu_small:>6.2f}   {waits[0]:>20.1f} {waits[1]:>9.1f}   {cpu_refreshed:>22.2f} "
+                  f"{cpu_large / cpu_refreshed:>6.2f}")
+        print("\n(the worker waits only for a directory of 1,000 names or more: a smaller one costs a hook's read "
+              "less to list than anyone to wait for; the last two columns: the 10-file home with the worker waiting "
+              "for it too, and the 100,000-file read's CPU against it)")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ docs/sync-rclone.md), each machine writes its own views from the shards that arr
 or a view changed (size, mtime or inode), the views it feeds are rewritten through the store
 (``refresh``, ``fold_session``), which writes nothing when the bytes would not change: its own writes
 wake it once more and find nothing to do.
+
+After each change it also keeps this machine's listing cache of the home fresh (state/listcache.py): once
+a changed directory has been quiet for ``RACY_NS`` it is listed again, so that the next hook's read of a
+session lists nothing, however many session files the home holds.
 """
 
 from __future__ import annotations
@@ -139,6 +143,7 @@ class Watcher:
     _observer: object = None
     _watching: dict = field(default_factory=dict)  # path -> (st_dev, st_ino)
     _sources: Signature | None = None  # the view sources as of the last rebuild
+    _listing_due: int | None = None  # when (wall ns) the listing cache can next be refreshed (None: fresh)
 
     @property
     def home(self) -> Path:
@@ -276,6 +281,21 @@ class Watcher:
                       "conversations.json, " if view else "", len(sids))
         return done
 
+    def refresh_listings(self) -> None:
+        """Keep this machine's listing cache of the home fresh (state/listcache.py), so that a hook's read
+        after a change lists no directory: each changed directory is listed again once it has been quiet for
+        RACY_NS (the loop wakes for it then), the rule a hook's own listing is trusted by."""
+        try:
+            self._listing_due = self.store.refresh_listings()  # type: ignore[attr-defined]
+        except Exception as exc:  # a directory vanishing, the cache unwritable: a hook lists it itself
+            self.log.info("watch: refreshing the listing cache: %s: %s", type(exc).__name__, exc)
+            self._listing_due = None
+
+    def _until_listing(self) -> float | None:
+        if self._listing_due is None:
+            return None
+        return max(0.0, (self._listing_due - time.time_ns()) / 1e9)
+
     def gc_if_due(self) -> None:
         if self.gc is None:
             return
@@ -301,11 +321,13 @@ class Watcher:
         self.fold_if_needed(force=True)
         self.rebuild_views_if_needed()
         self.gc_if_due()
+        self.refresh_listings()
         self.say(f"watching {self.home} (host {getattr(self.store, 'host', '?')}); stop with Ctrl-C or SIGTERM")
         last_scan = time.monotonic()
         try:
             while not self.stop.is_set():
-                woke = self._wake.wait(self.recheck)
+                until = self._until_listing()
+                woke = self._wake.wait(self.recheck if until is None else min(self.recheck, until + 0.05))
                 if self.stop.is_set():
                     break
                 if self._check_dirs():
@@ -323,10 +345,14 @@ class Watcher:
                         break
                     self.fold_if_needed()
                     self.rebuild_views_if_needed()
+                    self.refresh_listings()
+                elif self._until_listing() == 0.0:
+                    self.refresh_listings()
                 elif time.monotonic() - last_scan >= self.interval:
                     self.fold_if_needed(force=True)  # what a fold left (a lease kept busy) is tried again
                     self.rebuild_views_if_needed()
                     self.gc_if_due()
+                    self.refresh_listings()
                     last_scan = time.monotonic()
         finally:
             self._stop_observer()

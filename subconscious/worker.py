@@ -33,6 +33,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import localsession
 from .delivery_cursor import _advance, _delivered_uuids, _max_chars, _position, _read_lines, _uuids_path
@@ -120,6 +121,31 @@ def deliver(rt: Runtime, session_id: str, *, lock_timeout: float = 300.0, client
     except OSError as exc:
         log.warning("worker %s: could not record the retry (%s)", session_id, exc)
     return result
+
+
+# the listing cache a hook's read goes through (state/listcache.py), refreshed once a run's writes are done
+REFRESH_FROM = 1_000  # names: a directory this large costs a hook's read a listing worth waiting out RACY_NS for
+LISTING_PATIENCE_S = 10.0  # what a worker waits at most for the home to be quiet that long
+
+
+def settle_listings(store, *, patience: float = LISTING_PATIENCE_S, large: int = REFRESH_FROM,
+                    sleep: Callable[[float], None] = time.sleep) -> bool:
+    """After a worker's last write (every Stop publishes into the home): refresh this machine's listing
+    cache of the home (:meth:`~.state.store.Store.refresh_listings`), waiting until the racy window has
+    passed for its large directories (at most ``patience`` s), so that the next hook's read normally finds
+    the cache fresh instead of listing 100,000 names on Claude Code's clock. Only off the hook path; a
+    directory that keeps changing is left to the hook, which lists it. True: nothing is left stale that is
+    worth waiting for."""
+    deadline = time.monotonic() + patience
+    while True:
+        due = store.refresh_listings(large)
+        if due is None:
+            return True
+        wait = max(0.0, (due - time.time_ns()) / 1e9) + 0.05
+        if time.monotonic() + wait > deadline:
+            log.info("listing cache of %s: the home kept changing; the next hook lists it", store.home)
+            return False
+        sleep(wait)
 
 
 MIN_SIZE_CAP = 2_000  # an update refused for its size is cut by half each time, down to this

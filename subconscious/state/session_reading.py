@@ -237,9 +237,7 @@ class SessionReading:
         """Each session directory's unusual names through the machine-local listing cache (see
         :mod:`.listcache`), or (None, None) where the file system cannot tell a directory changed. Only
         reads use it: every write lists the directories it merges."""
-        from .listcache import ListingCache
-
-        cache = ListingCache(self.fs, self.home, self.store.clocks_dir.parent / "cache")
+        cache = self._listing_cache()
         root = cache.names(self.home)
         if root is None:
             return None, None
@@ -251,6 +249,30 @@ class SessionReading:
         if self.store.keep_caches:
             cache.save()
         return Listing(root, complete=False), listings
+
+    def _listing_cache(self):
+        from .listcache import ListingCache
+
+        return ListingCache(self.fs, self.home, self.store.clocks_dir.parent / "cache")
+
+    def refresh_listings(self, large: int = 0) -> int | None:
+        """Keep the listing cache a hook's read goes through fresh, off the hook path: each session
+        directory whose cached listing is stale is listed again once it has not changed for
+        :data:`.listcache.RACY_NS` (:meth:`.listcache.ListingCache.refresh`). Returns the wall time (ns) to
+        call again for the directories that changed too recently — only those whose last listing had at
+        least ``large`` names (a small directory costs a hook less to list than anyone to wait for) — or
+        None. A hook still lists a directory the cache is stale for: a refresh saves a hook's time, it
+        never decides what a read finds."""
+        if not self.store.keep_caches:
+            return None
+        cache = self._listing_cache()
+        dues = []
+        for directory in (self.home, *(self.home / HOSTS / h for h in self._host_dirs())):
+            due = cache.refresh(directory)
+            if due is not None and (cache.size(directory) or 0) >= large:
+                dues.append(due)
+        cache.save()
+        return max(dues) if dues else None
 
     def _gather(self, session_id: str, names: list[str] | None, listings: dict[str, list[str]] | None):
         """Read every source of one session, in the order content moves: the view, then (listed after

@@ -125,6 +125,9 @@ class Store(Reading, Writing, Upkeep):
     def update_session(self, session_id: str, change):
         return self.session_files.update(session_id, change)
 
+    def refresh_listings(self, large: int = 0) -> int | None:
+        return self.session_files.refresh_listings(large)
+
     def fold_session(self, session_id: str) -> list[Path]:
         return self.session_files.fold(session_id)
 

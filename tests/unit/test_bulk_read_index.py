@@ -93,3 +93,28 @@ def test_the_bulk_reads_shortcuts_find_what_the_scans_find(names):
         assert (name in index) == (name in names)
         if name in names:  # (the cached names take the session's own file as present: a hook reads it)
             assert [c.name for c in cached.copies(name)] == [c.name for c in index.copies(name)]
+
+
+# ids of one length (as Claude Code's UUIDs are), some with a hyphen inside, OneDrive-style names that extend
+# them, and now and then a shorter or longer id: the shortcut for a listing whose session names have one length
+same_length = st.sampled_from(["aaaa", "bbbb", "ab-c", "a_bc", "abcd"])
+extensions = st.sampled_from(["-PC", "_x", "-LAPTOP", "-b-c", "x", "-safeBackup-0001", "_conflict-20261130-063049"])
+
+
+@st.composite
+def uniform_listings(draw) -> list[str]:
+    sids = draw(st.lists(same_length, min_size=1, max_size=5, unique=True))
+    names = [f"session-{s}.json" for s in sids]
+    for s in draw(st.lists(st.sampled_from(sids), max_size=4)):
+        names.append(f"session-{s}{draw(extensions)}.json")
+    names += draw(st.lists(st.sampled_from(["session-ab.json", "session-a.json", "session-abcdefgh.json",
+                                            "conversations.json", "hosts", "session-aaaa.json.tmp",
+                                            "session-bbbb.sync-conflict-20261202-020000-ABCDEFG.json"]),
+                           max_size=3, unique=True))
+    return list(dict.fromkeys(draw(st.permutations(names))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(uniform_listings())
+def test_unusual_names_of_a_listing_of_one_id_length_are_what_the_scan_finds(names):
+    assert unusual(names) == unusual_by_scan(names)
