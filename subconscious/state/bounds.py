@@ -191,7 +191,8 @@ def outgrown(record: Mapping[str, list[str]], held: Mapping[str, str]) -> dict[s
     """``record`` without the entries that no longer decide anything: a named version stamped before the
     version this shard holds for its key (``held``: key -> that version's stamp text) loses to it by
     plain order, as it would demoted, for as long as the shard holds it (a shard's version of a key is
-    only ever replaced by a newer one). So the record shrinks once this host's clock passes what it names,
+    only ever replaced by a newer one). One stamped *equal* to it stays: equal stamps are ordered by host,
+    and the named version may win that tie. So the record shrinks once this host's clock passes what it names,
     instead of growing with every key ever written over a clock that ran ahead."""
     out = {}
     for key, entries in record.items():
@@ -200,7 +201,7 @@ def outgrown(record: Mapping[str, list[str]], held: Mapping[str, str]) -> dict[s
             out[key] = entries
             continue
         floor = Stamp.decode(mine)
-        kept = [e for e in entries if Stamp.decode(e.partition("@")[0]) > floor]
+        kept = [e for e in entries if Stamp.decode(e.partition("@")[0]) >= floor]
         if kept:
             out[key] = kept
     return out
