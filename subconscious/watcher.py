@@ -323,7 +323,9 @@ class Watcher:
                         break
                     self.fold_if_needed()
                     self.rebuild_views_if_needed()
-                elif time.monotonic() - last_scan >= self.interval:
+                # by the time since the last scan, woken or not: a home that changes more often than once a
+                # recheck (sessions in progress) would otherwise never get it
+                if time.monotonic() - last_scan >= self.interval:
                     self.fold_if_needed(force=True)  # what a fold left (a lease kept busy) is tried again
                     self.rebuild_views_if_needed()
                     self.gc_if_due()
