@@ -3,12 +3,14 @@
 A watchdog observer on the state dir and ``hosts/`` wakes the loop; the loop waits until events have
 been quiet for ``debounce`` seconds, then checks for conflict copies (a directory listing) and, only
 if there are new ones, runs ``Store.fold_all``. Our own writes wake it too, but find nothing new, so
-there is no write loop; a lookalike that turns out not to be ours is not retried until it changes.
+there is no write loop; a copy a fold left (a lookalike that is not ours, one a busy lease kept) is not
+retried on a wake until it changes, only by the periodic scan.
 
 Once a second (an Event wait, no busy loop) it checks that the watched directories are still the
 ones it watches: a directory that disappeared (an unmounted drive, a sync engine re-creating the
 folder) is dropped, and watched again with a fresh fold when it comes back. A periodic rescan
-(``interval``) catches anything the OS did not report.
+(``interval``, woken or not) catches anything the OS did not report, tries again what a fold left, and
+asks the daily gc.
 
 With ``rebuild_views`` (``watch --rebuild-views``) it also keeps this machine's views --
 ``conversations.json`` and the ``session-<id>.json`` files upstream reads -- up to date with the host
@@ -348,7 +350,9 @@ class Watcher:
                     self.refresh_listings()
                 elif self._until_listing() == 0.0:
                     self.refresh_listings()
-                elif time.monotonic() - last_scan >= self.interval:
+                # by the time since the last scan, woken or not: a home that changes more often than once a
+                # recheck (sessions in progress) would otherwise never get it
+                if time.monotonic() - last_scan >= self.interval:
                     self.fold_if_needed(force=True)  # what a fold left (a lease kept busy) is tried again
                     self.rebuild_views_if_needed()
                     self.gc_if_due()

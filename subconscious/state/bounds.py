@@ -31,7 +31,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, Mapping
 
-from .clock import ZERO, Stamp
+from .clock import STAMP_RE, ZERO, Stamp
 
 DEMOTED = ZERO.encode()  # the stamp a version beyond the bound is ordered with
 _HLC = itemgetter("hlc")
@@ -125,11 +125,8 @@ def _entries(entries) -> frozenset[tuple[str, str]]:
         for entry in entries[-AHEAD_MAX:]:
             if type(entry) is str and "@" in entry:
                 hlc, _, host = entry.partition("@")
-                try:
-                    Stamp.decode(hlc)
-                except ValueError:
-                    continue
-                got.add((hlc, host))
+                if STAMP_RE.fullmatch(hlc) is not None:  # what Stamp.decode takes, without building one
+                    got.add((hlc, host))
     return frozenset(got)
 
 
@@ -191,7 +188,8 @@ def outgrown(record: Mapping[str, list[str]], held: Mapping[str, str]) -> dict[s
     """``record`` without the entries that no longer decide anything: a named version stamped before the
     version this shard holds for its key (``held``: key -> that version's stamp text) loses to it by
     plain order, as it would demoted, for as long as the shard holds it (a shard's version of a key is
-    only ever replaced by a newer one). So the record shrinks once this host's clock passes what it names,
+    only ever replaced by a newer one). One stamped *equal* to it stays: equal stamps are ordered by host,
+    and the named version may win that tie. So the record shrinks once this host's clock passes what it names,
     instead of growing with every key ever written over a clock that ran ahead."""
     out = {}
     for key, entries in record.items():
@@ -200,10 +198,17 @@ def outgrown(record: Mapping[str, list[str]], held: Mapping[str, str]) -> dict[s
             out[key] = entries
             continue
         floor = Stamp.decode(mine)
-        kept = [e for e in entries if Stamp.decode(e.partition("@")[0]) > floor]
+        kept = [e for e in entries if Stamp.decode(e.partition("@")[0]) >= floor]
         if kept:
             out[key] = kept
     return out
+
+
+def _by_stamp(entry: tuple[str, str]) -> tuple[int, int, str]:
+    """(hlc, host) in stamp order then host, as :class:`~.clock.Stamp` orders (wall, count): ints, not a
+    Stamp per entry (a record of 20,000 keys is sorted on every write of its host and every git merge)."""
+    wall, _, count = entry[0].partition(":")
+    return int(wall), int(count), entry[1]
 
 
 def ahead_record(own: Mapping[str, frozenset], new: Mapping[str, set]) -> dict[str, list[str]]:
@@ -213,7 +218,7 @@ def ahead_record(own: Mapping[str, frozenset], new: Mapping[str, set]) -> dict[s
     out = {}
     for key in sorted(keys):
         entries = set(own.get(key, ())) | set(new.get(key, ()))
-        best = sorted(entries, key=lambda e: (Stamp.decode(e[0]), e[1]))[-AHEAD_MAX:]
+        best = sorted(entries, key=_by_stamp)[-AHEAD_MAX:] if len(entries) > 1 else entries
         out[key] = [ahead_entry(h, host) for h, host in best]
     return out
 

@@ -214,11 +214,12 @@ def _fold_shards(values: list[dict]) -> dict | None:
     adopted = _adopted_union(*(v.get("adopted") for v in sorted(values, key=_shard_rank, reverse=True)))
     if adopted:
         out["adopted"] = adopted
-    ahead = _ahead_union(*(v.get("ahead") for v in values))
-    if ahead:
-        out["ahead"] = ahead
-    else:
-        out.pop("ahead", None)
+    if len(values) > 1:  # one version (no conflict markers): merge_shards joins its record with the other side's
+        ahead = _ahead_union(*(v.get("ahead") for v in values))
+        if ahead:
+            out["ahead"] = ahead
+        else:
+            out.pop("ahead", None)
     for key in ("clock",):
         stamps = [_stamp(v.get(key)) for v in values if key in v]
         if stamps:

@@ -105,3 +105,41 @@ def test_a_copy_a_fold_left_is_tried_again_by_the_periodic_scan(tmp_path):
         w.request_stop()
         t.join(10)
     assert a.session("s1").last_processed_index == 20
+
+
+def test_a_copy_a_fold_left_is_tried_again_while_events_keep_coming(tmp_path):
+    """The periodic scan ran only on a wait that timed out: on a home where something changes more often
+    than once a ``recheck`` (sessions in progress write their files on every prompt and tool call), every
+    wait was a wake and the scan never came, so a copy a fold left (a lease kept busy) stayed as long as
+    the home stayed busy."""
+    import threading
+    import time
+
+    home = tmp_path / "claude"
+    a, own, older = _host_session_with_an_older_version(home, tmp_path / "l1", "s1")
+    copy = own.parent / make_copy_name(Engine.DROPBOX, own.name, device="ABCDEFG", host="h2", user="h2")
+    copy.write_bytes(older)
+    fold_all, calls = a.fold_all, []
+
+    def busy_at_first():
+        calls.append(1)
+        return fold_all() if len(calls) > 2 else {"conversations": 0, "sessions": 0}  # left for later
+
+    a.fold_all = busy_at_first
+    w = Watcher(a, logging.getLogger("test"), say=lambda line: None, interval=0.2, recheck=0.05, debounce=0.01,
+                max_delay=0.02)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    busy = home / "notes.txt"  # some file of the home that keeps changing
+    try:
+        deadline = time.monotonic() + 20
+        n = 0
+        while copy.exists() and time.monotonic() < deadline:
+            n += 1
+            busy.write_text(str(n))
+            time.sleep(0.01)
+        assert not copy.exists(), f"the copy stayed ({len(calls)} folds)"
+    finally:
+        w.request_stop()
+        t.join(10)
+    assert a.session("s1").last_processed_index == 20
