@@ -63,9 +63,10 @@ def code_identity() -> str:
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def read_private(path: Path, cap: int = CAP) -> bytes | None:
+def read_private(path: Path, cap: int | None = None) -> bytes | None:
     """The bytes of the machine-local cache file at ``path``, or None: never through a link (the file
-    or its directory), never a FIFO or device, never more than ``cap`` bytes."""
+    or its directory), never a FIFO or device, never more than ``cap`` bytes (:data:`CAP`)."""
+    cap = CAP if cap is None else cap
     try:
         st = os.lstat(path.parent)
         if not stat.S_ISDIR(st.st_mode):
