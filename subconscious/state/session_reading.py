@@ -188,6 +188,13 @@ class SessionReading:
                 out.append(sid)
         return out
 
+    def ids_listed(self, names: list[str], listings: dict[str, list[str]]) -> list[str]:
+        """:meth:`ids` from listings already taken (the home's and each host directory's)."""
+        out = set(self._view_ids(names))
+        for listing in listings.values():
+            out |= set(self._view_ids(listing))
+        return sorted(out)
+
     def ids_of_host(self, host: str) -> list[str]:
         return sorted(set(self._view_ids(self.fs.listdir(self.home / HOSTS / host))))
 
@@ -199,14 +206,12 @@ class SessionReading:
         """Every session with its merged state and problems, from one listing of each directory."""
         names = self.fs.listdir(self.home)
         listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
-        ids = set(self._view_ids(names))
-        for listing in listings.values():
-            ids |= set(self._view_ids(listing))
+        ids = self.ids_listed(names, listings)
         floor = self.floor(listings)
         # indexed once: each session's own names are then a bisection away (linear, not one scan per session)
         root = Listing(names)
         indexed = {h: Listing(listing) for h, listing in listings.items()}
-        for sid, state, problems, reads in self.read_each(sorted(ids), root, indexed, floor):
+        for sid, state, problems, reads in self.read_each(ids, root, indexed, floor):
             if state is None and not problems and reads["retired"]:
                 continue  # every version is below the session floor: retired, only its files are left
             yield sid, state, problems

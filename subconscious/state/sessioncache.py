@@ -45,9 +45,9 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 
 
-def code_identity() -> str:
-    """Which code reads: the package's version and each state module's size and time (an edited checkout
-    reads with other code: its cache is not trusted)."""
+def code_identity(extra: tuple[str, ...] = ()) -> str:
+    """Which code reads: the package's version and each state module's size and time, and those of the
+    ``extra`` module files (an edited checkout reads with other code: its cache is not trusted)."""
     from .. import __version__
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -58,6 +58,9 @@ def code_identity() -> str:
                 if entry.name.endswith(".py"):
                     st = entry.stat(follow_symlinks=False)
                     parts.append(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}")
+        for name in extra:
+            st = os.stat(name)
+            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
     except OSError:
         parts.append("?")
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
@@ -92,6 +95,12 @@ def read_private(path: Path, cap: int | None = None) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def _short(host: str | None, name: str, usual: str) -> str:
+    """How the cache names one of a session's files: ``<host>/<name>`` (no host: the home), the name left
+    out when it is the session's own file name (the cache is a sixth smaller)."""
+    return f"{host or ''}/{'' if name == usual else name}"
 
 
 def _state_json(state: SessionState | None) -> list | None:
@@ -132,6 +141,90 @@ def _problems_of(value) -> list[Problem]:
     return out
 
 
+def load(path: Path, context: list):
+    """The body of the cache file at ``path`` written for ``context``, or None (see the module docstring)."""
+    raw = read_private(path)
+    if raw is None:
+        return None
+    try:
+        head, _, body = raw.partition(b"\n")
+        header = json.loads(head)
+        if (type(header) is not dict or header.get("context") != context
+                or header.get("sha256") != hashlib.sha256(body).hexdigest()):
+            return None
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def save(path: Path, context: list, value) -> None:
+    """Write the cache file at ``path`` atomically, 0600 in a 0700 directory, never through a link; a
+    failure leaves the cache as it was (the next read reads the files)."""
+    from ..atomic import atomic_write, ensure_dir
+
+    try:
+        body = json.dumps(value, separators=(",", ":")).encode()
+        if len(body) > CAP:
+            return
+        header = json.dumps({"context": context, "sha256": hashlib.sha256(body).hexdigest()}).encode()
+        ensure_dir(path.parent)
+        if not stat.S_ISDIR(os.lstat(path.parent).st_mode):
+            return  # a link where the cache directory should be: not written through
+        atomic_write(path, header + b"\n" + body, durable=False)
+    except (OSError, ValueError):
+        pass
+
+
+def cache_path(cache_dir: Path, kind: str, home: Path) -> Path:
+    digest = hashlib.sha256(os.fspath(home).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return Path(cache_dir) / f"{kind}-{digest}.json"
+
+
+class QuietFiles:
+    """Files of the home a check of doctor's found nothing in (a view without a problem, a file without
+    anything of the block cache), by the same identity and racily-clean rule as the sessions': such a file
+    is not read again while its identity is the one recorded. ``code``: the modules the check's answer
+    depends on besides the state package (their size and time are part of the cache's context)."""
+
+    def __init__(self, fs, home: Path, cache_dir: Path, kind: str, code: tuple[str, ...] = ()):
+        self.fs = fs
+        self.home_text = os.fspath(home)
+        self.path = cache_path(cache_dir, kind, home)
+        self.context = [FORMAT, self.home_text, code_identity(code)]
+        got = load(self.path, self.context)
+        self.old: dict = got if type(got) is dict else {}
+        self.new: dict = {}
+        self.changed = False
+
+    def token(self, path: str) -> tuple[int, tuple | None]:
+        """(when the identity was taken, in ns; the file's identity, None if it cannot be told): see
+        :meth:`.fs.FS.file_identity`."""
+        return self.fs.file_identity(path)
+
+    def quiet(self, rel: str, token: tuple | None, limit: Stamp | None = None) -> bool:
+        """Was the file found quiet with this identity (and, with ``limit``, no stamp in it beyond it)?"""
+        entry = self.old.get(rel)
+        if not token or type(entry) is not list or len(entry) != len(token) + 2 or entry[:-2] != list(token):
+            return False
+        wall, count = entry[-2:]
+        if type(wall) is not int or type(count) is not int or (limit is not None and Stamp(wall, count) > limit):
+            return False
+        self.new[rel] = entry
+        return True
+
+    def mark(self, rel: str, taken_ns: int, token: tuple | None, newest: Stamp | None = None) -> None:
+        """The file, read after its identity was taken at ``taken_ns``, was found quiet (its newest stamp)."""
+        self.changed = True
+        if token and max(token[3], token[4]) + RACY_NS < taken_ns:
+            newest = newest or Stamp(0, 0)
+            self.new[rel] = [*token, newest.wall, newest.count]
+
+    def save(self) -> None:
+        if self.changed or len(self.new) != len(self.old):
+            if self.new or self.old:
+                save(self.path, self.context, self.new)
+
+
 class SessionCache:
     """One home's cache, loaded once per bulk read: :meth:`get` before reading a session, :meth:`put`
     after a fresh read, :meth:`save` at the end."""
@@ -140,8 +233,7 @@ class SessionCache:
         self.fs = fs
         self.home = Path(home)
         self.home_text = os.fspath(self.home)
-        digest = hashlib.sha256(self.home_text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        self.path = Path(cache_dir) / f"sessions-{digest}.json"
+        self.path = cache_path(cache_dir, "sessions", self.home)
         self.context = [FORMAT, self.home_text, code_identity(), *context]
         self.old: dict = {}
         self.new: dict = {}
@@ -151,34 +243,27 @@ class SessionCache:
         self._load()
 
     def _load(self) -> None:
-        raw = read_private(self.path)
-        if raw is None:
-            return
-        try:
-            head, _, body = raw.partition(b"\n")
-            header = json.loads(head)
-            if (type(header) is not dict or header.get("context") != self.context
-                    or header.get("sha256") != hashlib.sha256(body).hexdigest()):
-                return
-            sessions = json.loads(body)
-        except (ValueError, RecursionError):
-            return
+        sessions = load(self.path, self.context)
         if type(sessions) is dict:
             self.old = sessions
 
     def tokens(self, plan: list[tuple]) -> tuple[int, list | None]:
-        """(the time now in ns, taken first; each planned file's ``[name, *identity]``, or None if one
-        cannot be told)."""
-        now_ns = int(self.fs.now() * 1e9)
+        """(when the first identity was taken, in ns; each planned file's ``[name, *identity]``, or None
+        if one cannot be told), see :meth:`.fs.FS.file_identity`."""
         sep, home = os.sep, self.home_text
         out = []
+        taken = None
+        identity = self.fs.file_identity
+        usual = plan[0][1] if plan else None  # the session's file name: most of its files are named so
         for host, name, _, _ in plan:
             rel = name if host is None else f"hosts{sep}{host}{sep}{name}"
-            token = self.fs.file_token(home + sep + rel)
+            at, token = identity(home + sep + rel)
+            rel = _short(host, name, usual)
+            taken = at if taken is None or at < taken else taken
             if token is None:
-                return now_ns, None
+                return taken, None
             out.append([rel, *token])
-        return now_ns, out
+        return taken if taken is not None else int(self.fs.now() * 1e9), out
 
     def get(self, session_id: str, tokens: list | None, now_ms: int):
         """``(state, problems, retired)`` as a fresh read with these files would give, or None."""
@@ -208,9 +293,9 @@ class SessionCache:
         plan = reads.get("plan")
         if plan is None or len(plan) != len(tokens):
             return
-        sep = os.sep
+        usual = plan[0][1]
         for (host, name, _, _), token in zip(plan, tokens):
-            if token[0] != (name if host is None else f"hosts{sep}{host}{sep}{name}"):
+            if token[0] != _short(host, name, usual):
                 return  # the hosts were listed again: another set of files than the one whose identity was taken
             if len(token) > 1 and max(token[4], token[5]) + RACY_NS >= taken_ns:
                 return  # changed too recently to tell a same-tick rewrite from no change
@@ -228,16 +313,4 @@ class SessionCache:
             new = self.new
         if (not self.changed and len(new) == len(self.old)) or (not new and not self.old):
             return
-        from ..atomic import atomic_write, ensure_dir
-
-        try:
-            body = json.dumps(new, separators=(",", ":")).encode()
-            if len(body) > CAP:
-                return
-            header = json.dumps({"context": self.context, "sha256": hashlib.sha256(body).hexdigest()}).encode()
-            ensure_dir(self.path.parent)
-            if not stat.S_ISDIR(os.lstat(self.path.parent).st_mode):
-                return  # a link where the cache directory should be: not written through
-            atomic_write(self.path, header + b"\n" + body, durable=False)
-        except (OSError, ValueError):
-            pass  # a cache: the next read reads the files
+        save(self.path, self.context, new)

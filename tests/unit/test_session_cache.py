@@ -355,3 +355,26 @@ def test_a_file_rewritten_with_its_time_put_back_is_read_again(tmp_path):
     got = world.read()
     assert got == world.read(cached=False)
     assert {sid: s.last_processed_index for sid, s, _ in got}[SIDS[0]] == 6
+
+
+def test_bytes_remembered_by_a_report_are_never_cached_under_a_later_identity(tmp_path):
+    """doctor reads every file once (a holding that remembers bytes): a file rewritten after its bytes
+    were read, during the report, must not have those old bytes cached under its new identity — the
+    next read, after the report, shows the new version."""
+    world = World(tmp_path)
+    world.state["now"] += 10 * TICK
+    store = world.store()
+    target = world.targets()[1]
+    held = store.fs.holding(remember=True)
+    try:
+        with held:
+            list(store.sessions())  # (the bytes remembered)
+            world.write(target, 7, replace=True)
+            world.state["now"] += 10 * TICK
+            list(store.sessions())  # the report's snapshot: the bytes it read
+    finally:
+        held.close()
+    world.state["now"] += 10 * TICK
+    got = world.read()
+    assert got == world.read(cached=False)
+    assert {sid: s.last_processed_index for sid, s, _ in got}[SIDS[0]] == 7
