@@ -203,6 +203,8 @@ def scan_home(home: Path, read: Callable[[Path], bytes | None] | None = None, qu
         found = scan_file(Path(path), raw)
         if found.plain or found.sealed or found.kids or found.unreadable:
             result.files.append(found)
+        elif quiet is not None:
+            quiet.mark(path[cut:], taken, token)  # (a session version with no cached block: most of them)
     if quiet is not None:
         quiet.save()
     return result
