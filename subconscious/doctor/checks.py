@@ -163,13 +163,13 @@ def _sessions(store, home: Path) -> tuple[int, list[Finding], list[tuple[Path, C
     rows: list[Finding] = []
     count = 0
     limit = bound(store.now())
-    quiet = _quiet(store, "views")  # views found without a problem, not read again while unchanged
+    quiet = _quiet(store, "views", (__file__,))  # views found without a problem, not read again while unchanged
     home_text, sep = os.fspath(home), os.sep
     for name in names:
         if name in ambiguous or not name.startswith("session-") or not name.endswith(".json"):
             continue
         sid = name[len("session-"):-len(".json")]
-        if not is_session_id(sid) or not is_original(name):
+        if not is_session_id(sid) or not (copies.plain(name) or is_original(name)):  # (plain: never a copy)
             continue
         count += 1
         if quiet is not None:
