@@ -82,7 +82,7 @@ def session_facts(store: Store, problems: list | None = None) -> tuple[Stamp, di
 
     # indexed once: each session's own names are a bisection away (a scan per session was quadratic)
     root, indexed = Listing(names), {h: Listing(listing) for h, listing in listings.items()}
-    for sid, state, found, reads in files.read_each(files.ids(names), root, indexed, floor):
+    for sid, state, found, reads in files.read_each(files.ids_listed(names, listings), root, indexed, floor):
         if problems is not None:
             problems += found
         if state is None:

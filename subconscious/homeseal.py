@@ -175,26 +175,38 @@ def scan_file(path: Path, raw: bytes) -> FileScan:
     return out
 
 
-def scan_home(home: Path, read: Callable[[Path], bytes | None] | None = None) -> HomeScan:
+def scan_home(home: Path, read: Callable[[Path], bytes | None] | None = None, quiet=None) -> HomeScan:
     """A byte scan of every file in the home (read only). ``read``: how a file's bytes are read (None: it
     could not be, or is over :data:`SCAN_CAP`), e.g. through the store's file system, which doctor has
-    read each file through once already."""
+    read each file through once already. ``quiet``: the files found without anything of the block cache
+    by an earlier scan (:class:`.state.sessioncache.QuietFiles`): one unchanged since is not read again."""
     result = HomeScan()
     read = read or _read
     blocks = BLOCKS.encode()
+    cut = len(os.fspath(home)) + 1
     for path, skipped in _walk_paths(home):
         if skipped:
             result.skipped.append((Path(path), skipped))
             continue
+        if quiet is not None:
+            taken, token = quiet.token(path)
+            if quiet.quiet(path[cut:], token):
+                continue
         raw = read(path)
         if raw is None:
             result.skipped.append((Path(path), "could not be read"))
             continue
         if raw[:2] != _GZIP and blocks not in raw and _KID_BYTES.search(raw) is None:
+            if quiet is not None:
+                quiet.mark(path[cut:], taken, token)
             continue  # nothing of the block cache in it (what scan_file would find for most files)
         found = scan_file(Path(path), raw)
         if found.plain or found.sealed or found.kids or found.unreadable:
             result.files.append(found)
+        elif quiet is not None:
+            quiet.mark(path[cut:], taken, token)  # (a session version with no cached block: most of them)
+    if quiet is not None:
+        quiet.save()
     return result
 
 

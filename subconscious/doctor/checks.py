@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,26 +163,39 @@ def _sessions(store, home: Path) -> tuple[int, list[Finding], list[tuple[Path, C
     rows: list[Finding] = []
     count = 0
     limit = bound(store.now())
+    quiet = _quiet(store, "views", (__file__,))  # views found without a problem, not read again while unchanged
+    home_text, sep = os.fspath(home), os.sep
     for name in names:
         if name in ambiguous or not name.startswith("session-") or not name.endswith(".json"):
             continue
         sid = name[len("session-"):-len(".json")]
-        if not is_session_id(sid) or not is_original(name):
+        if not is_session_id(sid) or not (copies.plain(name) or is_original(name)):  # (plain: never a copy)
             continue
         count += 1
+        if quiet is not None:
+            taken, token = quiet.token(home_text + sep + name)
+            if quiet.quiet(name, token, limit):
+                continue
         path = home / name
         result = read_json(path, root=home, host=store.host, keep=False, fs=store.fs)
+        before = len(rows)
+        newest = ZERO
         for p in result.problems:
             rows.append(_problem_finding(p, home, store.shard_path(), set()))
         for value in result.values:
             try:
                 state = parse_session(value, sid)
+                newest = max(newest, state.stamp)
                 if state.stamp > limit:
                     rows.append(Finding("future-stamp", WARNING, name, future_message({sid: state.stamp}, "versions")
                                         + " (see docs/scale-and-bounds.md)"))
             except RecordError as exc:
                 rows.append(Finding("wrong-type", ERROR, name, f"not a session state: {exc}; "
                                     "the session's next hook writes a fresh file (its bytes are kept in quarantine/)"))
+        if quiet is not None and len(rows) == before:
+            quiet.mark(name, taken, token, newest)
+    if quiet is not None:
+        quiet.save()
     found: list[tuple[Path, ConflictCopy]] = []
     for original in sorted(originals):
         sid = original[len("session-"):-len(".json")]
@@ -194,6 +208,17 @@ def _sessions(store, home: Path) -> tuple[int, list[Finding], list[tuple[Path, C
                 rows.append(_problem_finding(p, home, store.shard_path(), copy_paths))
         found += [(f.path, f.copy) for f in folded]
     return count, rows, found
+
+
+def _quiet(store, kind: str, code: tuple[str, ...] = ()):
+    """The machine-local record of the files a read-only check found nothing in (see
+    :class:`..state.sessioncache.QuietFiles`), or None where there is none (a store that writes, a
+    preview, a file system that cannot tell a file's identity)."""
+    if not (store.read_only and store.keep_caches and getattr(store.fs, "FILE_TOKENS", False)):
+        return None
+    from ..state.sessioncache import QuietFiles
+
+    return QuietFiles(store.fs, store.home, store.clocks_dir.parent / "cache", kind, code)
 
 
 def _quarantine(home: Path) -> list[dict]:

@@ -81,6 +81,22 @@ class FS:
         directory every time)."""
         return None
 
+    FILE_TOKENS = False  # does file_token tell? (the simulation's file system does not: nothing is cached)
+
+    def file_token(self, path: "Path | str") -> tuple[int, ...] | None:
+        """(device, inode, size, modification time in ns, change time in ns) of the regular file at
+        ``path``, not following a link; ``()`` if there is no such name; None where it cannot be told (a
+        link, a directory, a FIFO, a link on the way: a reader then reads the file). Inside a holding, the
+        file's directory is the one the holding opened."""
+        return None
+
+    def file_identity(self, path: "Path | str") -> tuple[int, tuple[int, ...] | None]:
+        """(the time in ns taken just before, :meth:`file_token`): the identity of the bytes a read of
+        ``path`` *after* this call gives. Inside a holding that remembers (:meth:`holding`), the bytes a
+        read gives may have been read before: there, the identity is the one taken before they were read
+        (the time too), so that a cache never pairs bytes with an identity taken after them."""
+        return int(self.now() * 1e9), self.file_token(path)
+
     def put_temp(self, directory: Path, hint: str, data: bytes, *, durable: bool = True) -> Path:
         """Write ``data`` to a new private temp file in ``directory`` (named ``TEMP_PREFIX + hint + …``)."""
         raise NotImplementedError
@@ -358,6 +374,8 @@ class RealFS(FS):
                 got = memo.get(text)
                 if got is not None and len(got.data) <= cap:
                     return got
+                if ("id", text) not in memo:  # the identity of the bytes about to be read (see file_identity)
+                    memo[("id", text)] = (int(self.now() * 1e9), self.file_token(text))
             parent, _, name = text.rpartition(os.sep)
             fds = held[1]
             if parent in fds:
@@ -453,6 +471,51 @@ class RealFS(FS):
         import stat
 
         return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISDIR(st.st_mode) else None
+
+    FILE_TOKENS = True
+
+    def file_identity(self, path: "Path | str") -> tuple[int, tuple[int, ...] | None]:
+        held = self._held
+        memo = held[2] if held is not None and held[0] == get_ident() else None
+        if memo is None:
+            return int(self.now() * 1e9), self.file_token(path)
+        text = os.fspath(path)
+        got = memo.get(("id", text))
+        if got is None:
+            got = memo[("id", text)] = (int(self.now() * 1e9), self.file_token(text))
+        return got
+
+    def file_token(self, path: "Path | str") -> tuple[int, ...] | None:
+        import stat
+
+        text = os.fspath(path)
+        held = self._held
+        try:
+            if held is not None and held[0] == get_ident():
+                parent, _, name = text.rpartition(os.sep)
+                fds = held[1]
+                if parent in fds:
+                    dfd = fds[parent]
+                else:
+                    try:
+                        dfd = self._at(Path(text))[0]
+                    except OSError:
+                        dfd = None
+                    fds[parent] = dfd
+                if dfd is None or not name:
+                    return None
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            else:
+                if self._linked(Path(text)):
+                    return None
+                st = os.lstat(text)
+        except FileNotFoundError:
+            return ()
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def put_temp(self, directory: Path, hint: str, data: bytes, *, durable: bool = True) -> Path:
         self._refuse(Path(directory) / "x")

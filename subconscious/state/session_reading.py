@@ -188,6 +188,13 @@ class SessionReading:
                 out.append(sid)
         return out
 
+    def ids_listed(self, names: list[str], listings: dict[str, list[str]]) -> list[str]:
+        """:meth:`ids` from listings already taken (the home's and each host directory's)."""
+        out = set(self._view_ids(names))
+        for listing in listings.values():
+            out |= set(self._view_ids(listing))
+        return sorted(out)
+
     def ids_of_host(self, host: str) -> list[str]:
         return sorted(set(self._view_ids(self.fs.listdir(self.home / HOSTS / host))))
 
@@ -199,14 +206,12 @@ class SessionReading:
         """Every session with its merged state and problems, from one listing of each directory."""
         names = self.fs.listdir(self.home)
         listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
-        ids = set(self._view_ids(names))
-        for listing in listings.values():
-            ids |= set(self._view_ids(listing))
+        ids = self.ids_listed(names, listings)
         floor = self.floor(listings)
         # indexed once: each session's own names are then a bisection away (linear, not one scan per session)
         root = Listing(names)
         indexed = {h: Listing(listing) for h, listing in listings.items()}
-        for sid, state, problems, reads in self.read_each(sorted(ids), root, indexed, floor):
+        for sid, state, problems, reads in self.read_each(ids, root, indexed, floor):
             if state is None and not problems and reads["retired"]:
                 continue  # every version is below the session floor: retired, only its files are left
             yield sid, state, problems
@@ -215,13 +220,42 @@ class SessionReading:
         """``(sid, state, problems, reads)`` of each session in ``ids``, from listings taken once; each
         directory opened once for all of them (:meth:`.fs.FS.holding`), not once per file."""
         held = self.fs.holding()
+        cache = self._session_cache(floor)
         try:
+            if cache is None:
+                for sid in ids:
+                    with held:
+                        state, problems, reads = self._read(sid, root, indexed, floor)
+                    yield sid, state, problems, reads
+                return
             for sid in ids:
                 with held:
-                    state, problems, reads = self._read(sid, root, indexed, floor)
+                    plan = self._plan(session_file_name(sid), root, indexed)
+                    taken, tokens = cache.tokens(plan)
+                    got = cache.get(sid, tokens, self.store.now())
+                    if got is not None:
+                        state, problems, retired = got
+                        reads = {"retired": retired, "cached": True}
+                    else:
+                        state, problems, reads = self._read(sid, root, indexed, floor, plan)
+                        cache.put(sid, taken, tokens, state, problems, reads)
                 yield sid, state, problems, reads
+            cache.complete = True
         finally:
             held.close()
+            if cache is not None:
+                cache.save()
+
+    def _session_cache(self, floor: Stamp):
+        """The machine-local cache of a read-only bulk read (:mod:`.sessioncache`), or None: a store that
+        writes, a preview, or a file system that cannot tell a file's identity read every file."""
+        store = self.store
+        if not (store.read_only and store.keep_caches and getattr(self.fs, "FILE_TOKENS", False)):
+            return None
+        from .sessioncache import SessionCache
+
+        return SessionCache(self.fs, self.home, store.clocks_dir.parent / "cache",
+                            [store.host, floor.encode(), sorted(store.retiring)])
 
     # ------------------------------------------------------------------ reading
 
@@ -274,22 +308,63 @@ class SessionReading:
         cache.save()
         return max(dues) if dues else None
 
-    def _gather(self, session_id: str, names: list[str] | None, listings: dict[str, list[str]] | None):
+
+    def _plan(self, name: str, names, listings: dict | None) -> list[tuple]:
+        """The sources of session file ``name`` the listings name, as ``(host or None, file name, kind,
+        copy)`` (None: in the home): the view, its displaced versions and copies, then with ``listings``
+        each host's version, displaced versions and copies. One rule for what a read reads and what the
+        bulk read's cache (:mod:`.sessioncache`) checks is unchanged."""
+        plan = [(None, name, "view", None)]
+        plan += [(None, n, "displaced", None) for n in _displaced(names, name)]
+        plan += [(None, c.name, "weak-copy" if c.weak or c.ambiguous else "copy", c) for c in _copies(names, name)]
+        if listings is not None:
+            plan += self._host_plan(name, listings)
+        return plan
+
+    def _host_plan(self, name: str, listings: dict) -> list[tuple]:
+        plan = []
+        for host, listing in listings.items():
+            if _holds(listing, name):
+                plan.append((host, name, "copy" if host in self.store.retiring else "shard", None))
+            plan += [(host, n, "displaced", None) for n in _displaced(listing, name)]
+            plan += [(host, c.name, "weak-copy" if c.weak or c.ambiguous else "copy", c) for c in _copies(listing, name)]
+        return plan
+
+    def _sources(self, plan: list[tuple]) -> list[Source]:
+        dirs = self._host_paths
+        out = []
+        for host, n, kind, copy in plan:
+            if host is None:
+                out.append(Source(self.home / n, kind, copy))
+            else:
+                directory = dirs.get(host) or dirs.setdefault(host, self.home / HOSTS / host)
+                out.append(Source(directory / n, kind, copy, host))
+        return out
+
+    def _gather(self, session_id: str, names: list[str] | None, listings: dict[str, list[str]] | None,
+                plan: list[tuple] | None = None):
         """Read every source of one session, in the order content moves: the view, then (listed after
         it) its displaced versions and copies, then each host's version — a publish swaps the view's
         version out to a displaced name, and a displaced version or copy goes away only after its content
         is in a host's version. So what a writer moves while we read is seen at least once. (The bulk
-        read passes listings taken once for every session, and may miss a version moved meanwhile.)"""
+        read passes listings taken once for every session, and may miss a version moved meanwhile.)
+        ``plan``: the sources' plan (:meth:`_plan`) already made from ``names`` and ``listings``; the
+        plan read is returned third (it differs from that one when the hosts were listed again)."""
         name = session_file_name(session_id)
-        view = Source(self.home / name, "view")
         limit = bound(self.store.now())  # (once per session, not per file)
-        out = [(view, *self._read_one(view, session_id, limit))]
-        names = self.fs.listdir(self.home) if names is None else names
-        others = [Source(self.home / n, "displaced") for n in _displaced(names, name)]
-        others += [copy_source(self.home / c.name, c) for c in _copies(names, name)]
+        if plan is None:
+            view = Source(self.home / name, "view")
+            out = [(view, *self._read_one(view, session_id, limit))]
+            names = self.fs.listdir(self.home) if names is None else names
+            plan = self._plan(name, names, listings)
+            home_plan = [p for p in plan if p[0] is None]
+            others = self._sources(home_plan[1:])
+        else:
+            home_plan = [p for p in plan if p[0] is None]
+            view, *others = self._sources(home_plan)
+            out = [(view, *self._read_one(view, session_id, limit))]
         got = [(source, *self._read_one(source, session_id, limit)) for source in others]
         out += got
-        hosts = []
         if listings is not None and any(read.raw is None for _, read, _ in got):
             # the hosts' names were listed before the view was read (the listing cache, a bulk read): a displaced
             # version or copy that went away meanwhile was merged into a host's version made after that
@@ -297,15 +372,11 @@ class SessionReading:
             listings = None
         if listings is None:
             listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
-        dirs = self._host_paths
-        for host, listing in listings.items():
-            directory = dirs.get(host) or dirs.setdefault(host, self.home / HOSTS / host)
-            if _holds(listing, name):
-                kind = "copy" if host in self.store.retiring else "shard"
-                hosts.append(Source(directory / name, kind, owner=host))
-            hosts += [Source(directory / n, "displaced", owner=host) for n in _displaced(listing, name)]
-            hosts += [copy_source(directory / c.name, c, host) for c in _copies(listing, name)]
-        return out, [(source, *self._read_one(source, session_id, limit)) for source in hosts]
+            host_plan = self._host_plan(name, listings)
+        else:
+            host_plan = [p for p in plan if p[0] is not None]
+        hosts = self._sources(host_plan)
+        return out, [(source, *self._read_one(source, session_id, limit)) for source in hosts], home_plan + host_plan
 
     def _read_one(self, source: Source, session_id: str, limit: Stamp | None = None) -> tuple[Read, list[SessionState]]:
         read = self.store.reader.read(source)
@@ -326,15 +397,21 @@ class SessionReading:
         return read, parsed
 
     def _read(self, session_id: str, names: list[str] | None = None, listings: dict | None = None,
-              floor: Stamp | None = None):
+              floor: Stamp | None = None, plan: list[tuple] | None = None):
         if listings is None:
             listings = {h: self.fs.listdir(self.home / HOSTS / h) for h in self._host_dirs()}
         if floor is None:
             floor = self.floor(listings)
-        view_reads, host_reads = self._gather(session_id, names, listings)
+        view_reads, host_reads, plan = self._gather(session_id, names, listings, plan)
         problems: list[Problem] = []
         reads = {"view": None, "own": None, "folds": [], "displaced": [], "floor": floor, "retired": False,
-                 "pass": max(floor, self.pending_floor)}  # what a write stamps past
+                 "pass": max(floor, self.pending_floor),  # what a write stamps past
+                 "plan": plan,  # the sources read (see _plan)
+                 # the newest stamp of any version read (the bulk read's cache checks it is still within the bound)
+                 "newest": max((p.stamp for _, _, parsed in (*view_reads, *host_reads) for p in parsed), default=ZERO),
+                 # a version was stamped beyond the bound (ordered as the oldest; a weak copy's is not reported)
+                 "future": any(p.kind == "future-stamp" for _, read, _ in (*view_reads, *host_reads)
+                               for p in read.problems)}
         if floor != ZERO:
             # below the floor a version is retired, wherever it comes from (see state/retention.py)
             def alive(found):
