@@ -35,7 +35,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
+import stat
 import time
 from pathlib import Path
 
@@ -120,6 +122,29 @@ def unusual(names: list[str]) -> list[str]:
     return sorted(set(out))
 
 
+CAP = 64 << 20  # a larger listing cache is not ours (100,000 names with copies: a few MB)
+
+
+def _read_own(path: Path) -> bytes:
+    """The cache file's bytes, never through a link, never a FIFO or device (a hook would wait on it for
+    good), never more than :data:`CAP`; OSError otherwise (the read lists the directories instead)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > CAP:
+            raise OSError(f"{path}: not a cache file of ours")
+        chunks, left = [], st.st_size + 1
+        while left > 0 and (chunk := os.read(fd, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise OSError(f"{path}: grew while read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 class ListingCache:
     def __init__(self, fs, home: Path, cache_dir: Path):
         self.fs = fs
@@ -133,7 +158,7 @@ class ListingCache:
         if self._data is None:
             data: dict = {}
             try:
-                raw = json.loads(self.path.read_bytes())
+                raw = json.loads(_read_own(self.path))
                 if isinstance(raw, dict) and raw.get("format") == FORMAT and isinstance(raw.get("dirs"), dict):
                     data = raw["dirs"]
             except (OSError, ValueError, RecursionError):
