@@ -12,6 +12,7 @@ writes it.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -120,8 +121,12 @@ class Plugin:
     def start(self, event: str) -> subprocess.Popen:
         p = subprocess.Popen(["/bin/sh", str(self.root / "hooks" / "run"), event], env=self.env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(self.tmp / "project"))
-        p.stdin.write(json.dumps(self.input(event)))
-        p.stdin.close()
+        try:  # as Claude Code does: a hook may end before it reads its input (the launcher's repair path can)
+            p.stdin.write(json.dumps(self.input(event)))
+            p.stdin.close()
+        except BrokenPipeError:  # what it printed and its exit status are still what the test checks
+            with contextlib.suppress(BrokenPipeError):
+                p.stdin.close()
         return p
 
     def input(self, event: str) -> dict:

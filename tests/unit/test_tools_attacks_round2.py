@@ -267,7 +267,8 @@ def test_a_concurrent_link_flip_never_makes_a_worker_rename_outside_the_project(
     got = flipper.results()[0], victim.results()
     home_untouched(w)
     assert "FLIPS" in got[0]["output"], got[0]
-    assert all("V" in r["output"] and r["status"] == "success" for r in got[1]), got[1]
+    failed = [(i, r) for i, r in enumerate(got[1]) if not ("V" in r["output"] and r["status"] == "success")]
+    assert not failed, failed  # (only the calls that did not run, whole: a loaded CI run cut the list short)
 
 
 def test_a_link_that_changes_while_the_sweep_resolves_it_is_removed_and_the_sweep_goes_on(tmp_path, monkeypatch):
