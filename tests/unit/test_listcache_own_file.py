@@ -55,3 +55,33 @@ def test_a_huge_cache_file_is_not_read(tmp_path, monkeypatch):
     cache.path.write_text(json.dumps({"format": 1, "dirs": {"hosts": {"token": [1], "trusted": True, "names": []}}}))
     monkeypatch.setattr(listcache, "CAP", 10)
     assert cache._load() == {}
+
+
+def test_a_cache_directory_that_is_a_link_is_neither_read_nor_written(tmp_path):
+    """The machine-local cache directory replaced by a link (to a directory someone else can write): the
+    listing cache found there, which says the home holds no copy, is not believed — the hook's read still
+    merges the conflict copy that holds the newer cursor — and nothing is written through the link."""
+    from subconscious.state.conflicts import Engine, make_copy_name
+
+    home, cache = _home(tmp_path)
+    view = home / "session-s1.json"
+    newer = dict(json.loads(view.read_bytes()), lastProcessedIndex=9, host="h2")
+    wall, count = newer["hlc"].split(":")
+    newer["hlc"] = f"{int(wall) + 5}:{count}"
+    (home / make_copy_name(Engine.DROPBOX, view.name)).write_text(json.dumps(newer))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = elsewhere / cache.path.name
+    token = list(cache.fs.listing_token(home))
+    lie = json.dumps({"format": 1, "dirs": {".": {"token": token, "trusted": True, "names": [], "count": 2}}})
+    planted.write_text(lie)
+    for p in cache.path.parent.iterdir() if cache.path.parent.is_dir() else ():
+        p.unlink()
+    if cache.path.parent.is_dir():
+        cache.path.parent.rmdir()
+    cache.path.parent.symlink_to(elsewhere)
+    store = Store(home, "h1", tmp_path / "local" / "locks", tmp_path / "local" / "clocks", read_only=True)
+    assert store.session("s1").last_processed_index == 9
+    planted.unlink()
+    store.refresh_listings()
+    assert os.listdir(elsewhere) == []
