@@ -25,9 +25,10 @@ which lists a stale directory again once it has been quiet for :data:`RACY_NS`, 
 A refresh is trusted by the same rule as a hook's listing, and a hook still lists what is stale. A hook's
 listing that would not be trusted is not saved (no later read could use it).
 
-The cache lives beside the machine's clocks (never in the synced home), 0600 in a 0700 directory; a
-cache file that cannot be read is simply rebuilt. Only a file system that can say what a directory's
-identity is (:meth:`.fs.FS.listing_token`) uses it; the simulation's does not, and lists every time.
+The cache lives beside the machine's clocks (never in the synced home), 0600 in a 0700 directory, never
+read or written through a link (the file or its directory); a cache file that cannot be read is simply
+rebuilt. Only a file system that can say what a directory's identity is (:meth:`.fs.FS.listing_token`)
+uses it; the simulation's does not, and lists every time.
 """
 
 from __future__ import annotations
@@ -125,9 +126,18 @@ def unusual(names: list[str]) -> list[str]:
 CAP = 64 << 20  # a larger listing cache is not ours (100,000 names with copies: a few MB)
 
 
+def _own_dir(path: Path) -> None:
+    """OSError unless the cache file's directory is a directory, not a link to one (someone else's
+    directory: a listing planted there would hide a copy from every hook's read)."""
+    if not stat.S_ISDIR(os.lstat(path.parent).st_mode):
+        raise OSError(f"{path.parent}: not a cache directory of ours")
+
+
 def _read_own(path: Path) -> bytes:
-    """The cache file's bytes, never through a link, never a FIFO or device (a hook would wait on it for
-    good), never more than :data:`CAP`; OSError otherwise (the read lists the directories instead)."""
+    """The cache file's bytes, never through a link (the file or its directory), never a FIFO or device (a
+    hook would wait on it for good), never more than :data:`CAP`; OSError otherwise (the read lists the
+    directories instead)."""
+    _own_dir(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
                  | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -240,6 +250,7 @@ class ListingCache:
 
         try:
             ensure_dir(self.path.parent)
+            _own_dir(self.path)  # (a link where the cache directory should be: not written through)
             atomic_write(self.path, json.dumps({"format": FORMAT, "dirs": self._data},
                                                separators=(",", ":")).encode(), durable=False)
         except OSError:
