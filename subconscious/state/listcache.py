@@ -13,8 +13,9 @@ A directory's modification time changes whenever a name in it is created, remove
 the only way a copy or displaced version appears or goes; its change time too, and that one also when the
 modification time is put back (``rsync -a``, Unison ``times = true``, ``touch -d``). So while the
 directory's (device, inode, mtime, ctime) are those recorded, the recorded names are the names: no listing. A listing taken less than
-:data:`RACY_NS` after the directory last changed is not trusted (a second change in the same tick of a
-coarse clock, FAT's 2 s, would leave the time as it was): it is taken again on the next read. A file
+:data:`RACY_NS` after the directory last changed (the later of its mtime and ctime: under a modification
+time put back, only the change time tells) is not trusted (a second change in the same tick of a coarse
+clock, FAT's 2 s, would leave the time as it was): it is taken again on the next read. A file
 system whose directory times lag (an NFS client's attribute cache) can hide a copy from a hook's read for
 that long; every *write* (and ``status``, ``doctor``, ``watch``, gc) lists the directory itself, so what
 such a copy holds is merged by the next write, never lost.
@@ -155,6 +156,11 @@ def _read_own(path: Path) -> bytes:
         os.close(fd)
 
 
+def _changed(token: tuple[int, ...]) -> int:
+    """When a directory last changed, by its listing token (:meth:`.fs.FS.listing_token`), in ns."""
+    return max(token[2], token[3])
+
+
 class ListingCache:
     def __init__(self, fs, home: Path, cache_dir: Path):
         self.fs = fs
@@ -194,9 +200,10 @@ class ListingCache:
         names = self.fs.listdir(directory)
         after = self.fs.listing_token(directory)
         found = unusual(names)
-        mtime_ns = token[2]  # (its change time is in the token for identity only: a test or tool that dates a
-        # directory back with utime makes the change time now, which would make every listing racy)
-        trusted = after == token and mtime_ns + RACY_NS < listed_at
+        # the later of its modification and change time: a sync engine that puts the modification time back
+        # (rsync -a, Unison times = true) leaves only the change time saying when the directory last changed,
+        # and a second change in that tick of a coarse clock keeps the whole token
+        trusted = after == token and _changed(token) + RACY_NS < listed_at
         if trusted or keep_untrusted:
             self._load()[key] = {"token": list(token), "trusted": trusted, "names": found, "count": len(names)}
             self._dirty = True
@@ -226,7 +233,7 @@ class ListingCache:
         key = self._key(directory)
         if self._fresh(key, token) is not None:
             return None
-        due = token[2] + RACY_NS
+        due = _changed(token) + RACY_NS
         if time.time_ns() <= due:
             if self.size(directory) is None:
                 self._list(directory, key, token)
@@ -235,7 +242,7 @@ class ListingCache:
         if self._load()[key]["trusted"]:
             return None
         now = self.fs.listing_token(directory)  # it changed while listed: trusted once unchanged for RACY_NS
-        return max((now or token)[2] + RACY_NS, time.time_ns())
+        return max(_changed(now or token) + RACY_NS, time.time_ns())
 
     def size(self, directory: Path) -> int | None:
         """How many names ``directory`` had when last listed into the cache (None: not known)."""

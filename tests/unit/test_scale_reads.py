@@ -67,6 +67,19 @@ def settle(*dirs: Path) -> None:
         os.utime(d, ns=(past, past))
 
 
+def waited(monkeypatch) -> dict:
+    """The listing cache's clock, ``shift["ns"]`` ahead: a directory dated back by :func:`settle` has its
+    change time now, and the cache trusts a listing only once that is RACY_NS old; the shift stands for
+    that wait (set it to 0 to be back on time)."""
+    import types
+
+    from subconscious.state import listcache
+
+    shift = {"ns": listcache.RACY_NS + 10**9}
+    monkeypatch.setattr(listcache, "time", types.SimpleNamespace(time_ns=lambda: time.time_ns() + shift["ns"]))
+    return shift
+
+
 def store(tmp: Path, home: Path, fs=None) -> Store:
     return Store(home, "alpha", tmp / "local" / "locks", tmp / "local" / "clocks", read_only=True, fs=fs or RealFS())
 
@@ -90,10 +103,11 @@ def test_reading_every_session_looks_at_each_name_a_bounded_number_of_times(tmp_
     assert large <= 12 * files_large
 
 
-def test_a_hooks_read_lists_no_unchanged_directory_and_sees_what_changes_it(tmp_path):
+def test_a_hooks_read_lists_no_unchanged_directory_and_sees_what_changes_it(tmp_path, monkeypatch):
     home = build(tmp_path, 300)
     dirs = [home, *(home / "hosts" / h for h in HOSTS)]
     settle(*dirs)
+    shift = waited(monkeypatch)
     fs = CountingFS()
     s = store(tmp_path, home, fs)
     sid = f"{7:08d}-aaaa-4bbb-8ccc-dddddddddddd"
@@ -103,6 +117,7 @@ def test_a_hooks_read_lists_no_unchanged_directory_and_sees_what_changes_it(tmp_
     assert s.session(f"{9:08d}-aaaa-4bbb-8ccc-dddddddddddd").last_processed_index == 9
     assert sum(fs.listed.values()) - first == 2  # per read only hosts/ itself (3 entries), no session directory
     # a sync engine's conflict copy with a further cursor arrives: the directory changed, so it is listed
+    shift["ns"] = 0
     copy = home / make_copy_name(Engine.SYNCTHING, f"session-{sid}.json")
     copy.write_text(json.dumps(session(sid, "beta", 50)))
     assert s.session(sid).last_processed_index == 50
@@ -118,13 +133,14 @@ def test_a_hooks_read_lists_no_unchanged_directory_and_sees_what_changes_it(tmp_
     assert s.session(sid).last_processed_index == full.last_processed_index
 
 
-def test_a_plain_looking_copy_beside_its_original_is_found_from_the_cache(tmp_path):
+def test_a_plain_looking_copy_beside_its_original_is_found_from_the_cache(tmp_path, monkeypatch):
     """OneDrive names its copy session-<id>-LAPTOP.json: plain-looking, so the cache keeps it because its
     prefix is another session's file."""
     home = build(tmp_path, 5)
     sid = f"{3:08d}-aaaa-4bbb-8ccc-dddddddddddd"
     (home / make_copy_name(Engine.ONEDRIVE, f"session-{sid}.json")).write_text(json.dumps(session(sid, "beta", 99)))
     settle(home, *(home / "hosts" / h for h in HOSTS))
+    waited(monkeypatch)
     fs = CountingFS()
     s = store(tmp_path, home, fs)
     full = s.session_files.read(sid, os.listdir(home))[0]
