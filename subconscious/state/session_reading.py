@@ -109,11 +109,13 @@ class Listing:
     8,000 sessions). A session's displaced versions and copies are the names that start with its file's
     stem or displaced prefix: a range of the sorted names, found by bisection."""
 
-    __slots__ = ("names", "ordered", "members", "complete")
+    __slots__ = ("names", "ordered", "members", "complete", "present")
 
-    def __init__(self, names: list[str], complete: bool = True):
+    def __init__(self, names: list[str], complete: bool = True, present=None):
         """``complete=False``: only the directory's unusual names (:func:`.listcache.unusual`); a plain
-        name is then taken as present (a read of it finds out)."""
+        name is then taken as present (a read of it finds out), except where a weak copy's name counts only
+        beside its original: ``present(name)`` then says if the session's own file is there (None: taken as
+        present)."""
         self.names = names
         # what a session's displaced versions and copies can be named is never a plain name of another
         # session (except one that extends its name: OneDrive's session-<id>-LAPTOP.json), so only the
@@ -122,6 +124,7 @@ class Listing:
         self.ordered = sorted(unusual(names)) if complete else sorted(names)
         self.members = frozenset(names)
         self.complete = complete
+        self.present = present
 
     def __contains__(self, name: str) -> bool:
         return name in self.members or (not self.complete and copies.plain(name))
@@ -144,8 +147,13 @@ class Listing:
         if not self.ordered:
             return []
         stem = name[: -len(SESSION_SUFFIX)]
-        return copies.find(self.starting(stem), "root", name,
-                           listing=self.members if self.complete else self.members | {name})
+        found = self.starting(stem)
+        if not found:
+            return []
+        listing = self.members
+        if not self.complete and (self.present is None or self.present(name)):
+            listing = listing | {name}  # (a weak copy counts only beside its original, as in a full listing)
+        return copies.find(found, "root", name, listing=listing)
 
 
 def _displaced(names, name: str) -> list[str]:
@@ -279,10 +287,17 @@ class SessionReading:
         for host in self._host_dirs():
             directory = self.home / HOSTS / host
             found = cache.names(directory)
-            listings[host] = Listing(found, complete=False) if found is not None else self.fs.listdir(directory)
+            listings[host] = (Listing(found, complete=False, present=self._present_in(directory)) if found is not None
+                              else self.fs.listdir(directory))
         if self.store.keep_caches:
             cache.save()
-        return Listing(root, complete=False), listings
+        return Listing(root, complete=False, present=self._present_in(self.home)), listings
+
+    def _present_in(self, directory: Path):
+        """Is a file of this name in ``directory``, for a listing that holds only its unusual names (a
+        name that cannot be told, a link or a FIFO, is there as a listing would show it)?"""
+        token = self.fs.file_token
+        return lambda name: token(directory / name) != ()
 
     def _listing_cache(self):
         from .listcache import ListingCache
