@@ -376,16 +376,7 @@ class RealFS(FS):
                     return got
                 if ("id", text) not in memo:  # the identity of the bytes about to be read (see file_identity)
                     memo[("id", text)] = (int(self.now() * 1e9), self.file_token(text))
-            parent, _, name = text.rpartition(os.sep)
-            fds = held[1]
-            if parent in fds:
-                dfd = fds[parent]
-            else:
-                try:
-                    dfd = self._at(Path(text))[0]
-                except OSError:
-                    dfd = None
-                fds[parent] = dfd
+            dfd, name = self._held_dir(held, text)
             if dfd is not None and name:
                 got = self._read_at(dfd, name, cap)
                 if memo is not None and got.ok and len(got.data) <= Held.MEMO_FILE_MAX \
@@ -485,6 +476,20 @@ class RealFS(FS):
             got = memo[("id", text)] = (int(self.now() * 1e9), self.file_token(text))
         return got
 
+    def _held_dir(self, held: tuple, text: str) -> tuple[int | None, str]:
+        """(the bulk read's fd of ``text``'s directory, opened once and never through a link, or None; the
+        file's name in it)."""
+        parent, _, name = text.rpartition(os.sep)
+        fds = held[1]
+        if parent in fds:
+            return fds[parent], name
+        try:
+            dfd = self._at(Path(text))[0]
+        except OSError:
+            dfd = None
+        fds[parent] = dfd
+        return dfd, name
+
     def file_token(self, path: "Path | str") -> tuple[int, ...] | None:
         import stat
 
@@ -492,16 +497,7 @@ class RealFS(FS):
         held = self._held
         try:
             if held is not None and held[0] == get_ident():
-                parent, _, name = text.rpartition(os.sep)
-                fds = held[1]
-                if parent in fds:
-                    dfd = fds[parent]
-                else:
-                    try:
-                        dfd = self._at(Path(text))[0]
-                    except OSError:
-                        dfd = None
-                    fds[parent] = dfd
+                dfd, name = self._held_dir(held, text)
                 if dfd is None or not name:
                     return None
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
