@@ -12,7 +12,9 @@ hosts being retired and the code that reads are the same, and the newest stamp i
 as usual.
 
 Git's racily-clean rule: an entry is only kept when every file's modification and change time are more than
-:data:`.listcache.RACY_NS` older than the moment its identity was taken (before its bytes were read). A file
+:data:`.listcache.RACY_NS` older than the moment its identity was taken (before its bytes were read), and
+it is only trusted once the same identities were seen at least that long before by this machine's clock
+(:func:`sighted`: a file server's clock behind ours makes a file's times look old at once). A file
 rewritten in place in the same tick of a coarse clock, to the same size, keeps its identity; such a file
 changed too recently for that to be told apart, so its session is read again next time. A read that found
 a version stamped beyond the bound, or that listed the hosts again because something moved, is not kept.
@@ -180,6 +182,17 @@ def cache_path(cache_dir: Path, kind: str, home: Path) -> Path:
     return Path(cache_dir) / f"{kind}-{digest}.json"
 
 
+def sighted(first_ns: int, taken_ns: int) -> bool:
+    """May an unchanged identity be trusted, first seen at ``first_ns`` and again now (``taken_ns``), both by
+    this machine's clock? The racily-clean rule compares a file's times with this machine's clock; on a
+    file server whose clock is behind ours, a file changed a moment ago looks old at once, and a same-size
+    rewrite in the same tick of the server's clock keeps the identity. An identity seen again
+    :data:`.listcache.RACY_NS` later by our clock was read again then, bytes and all: a rewrite that kept
+    it would have had to come in the same tick as a change made before the first sighting, that long
+    before. So a cache answers from the read after that, whatever the server's clock says."""
+    return first_ns + RACY_NS < taken_ns
+
+
 class QuietFiles:
     """Files of the home a check of doctor's found nothing in (a view without a problem, a file without
     anything of the block cache), by the same identity and racily-clean rule as the sessions': such a file
@@ -204,20 +217,25 @@ class QuietFiles:
     def quiet(self, rel: str, token: tuple | None, limit: Stamp | None = None) -> bool:
         """Was the file found quiet with this identity (and, with ``limit``, no stamp in it beyond it)?"""
         entry = self.old.get(rel)
-        if not token or type(entry) is not list or len(entry) != len(token) + 2 or entry[:-2] != list(token):
+        if not token or type(entry) is not list or len(entry) != len(token) + 4 or entry[:-4] != list(token):
             return False
-        wall, count = entry[-2:]
-        if type(wall) is not int or type(count) is not int or (limit is not None and Stamp(wall, count) > limit):
+        wall, count, _, trusted = entry[-4:]
+        if type(wall) is not int or type(count) is not int or trusted is not True or (
+                limit is not None and Stamp(wall, count) > limit):
             return False
         self.new[rel] = entry
         return True
 
     def mark(self, rel: str, taken_ns: int, token: tuple | None, newest: Stamp | None = None) -> None:
-        """The file, read after its identity was taken at ``taken_ns``, was found quiet (its newest stamp)."""
+        """The file, read after its identity was taken at ``taken_ns``, was found quiet (its newest stamp);
+        trusted from the read that finds the same identity :func:`sighted` long enough before."""
         self.changed = True
         if token and max(token[3], token[4]) + RACY_NS < taken_ns:
+            old = self.old.get(rel)
+            first = old[-2] if (type(old) is list and len(old) == len(token) + 4 and old[:-4] == list(token)
+                                and type(old[-2]) is int) else taken_ns
             newest = newest or Stamp(0, 0)
-            self.new[rel] = [*token, newest.wall, newest.count]
+            self.new[rel] = [*token, newest.wall, newest.count, first, sighted(first, taken_ns)]
 
     def save(self) -> None:
         if self.changed or len(self.new) != len(self.old):
@@ -268,8 +286,8 @@ class SessionCache:
     def get(self, session_id: str, tokens: list | None, now_ms: int):
         """``(state, problems, retired)`` as a fresh read with these files would give, or None."""
         entry = self.old.get(session_id)
-        if tokens is None or type(entry) is not list or len(entry) != 6 or entry[1] != tokens:
-            self.misses += 1
+        if tokens is None or type(entry) is not list or len(entry) != 6 or entry[1] != tokens or entry[2] is None:
+            self.misses += 1  # (no state: these identities seen once, not long enough ago to be trusted)
             return None
         try:
             _, _, state, problems, retired, newest = entry
@@ -299,8 +317,13 @@ class SessionCache:
                 return  # the hosts were listed again: another set of files than the one whose identity was taken
             if len(token) > 1 and max(token[4], token[5]) + RACY_NS >= taken_ns:
                 return  # changed too recently to tell a same-tick rewrite from no change
+        old = self.old.get(session_id)
+        first = old[0] if type(old) is list and len(old) == 6 and old[1] == tokens and type(old[0]) is int else taken_ns
+        if not sighted(first, taken_ns):  # these identities seen for the first time: kept as a sighting
+            self.new[session_id] = [first, tokens, None, None, None, None]
+            return
         newest = reads["newest"]
-        self.new[session_id] = [taken_ns, tokens, _state_json(state),
+        self.new[session_id] = [first, tokens, _state_json(state),
                                 [[p.kind, p.path, p.message, p.kept_at] for p in problems], bool(reads["retired"]),
                                 [newest.wall, newest.count]]
 

@@ -87,7 +87,9 @@ def test_doctor_with_its_record_of_quiet_files_reports_what_it_reports_without(s
                 check()
         check()
         world.state["now"] += 10 * TICK
-        check()  # (every file older than the racy window: recorded)
+        check()  # (every file older than the racy window: its identity seen)
+        world.state["now"] += 10 * TICK
+        check()  # (seen again that long after, by this machine's clock: trusted)
         world.state["reads"].clear()
         views, scan = view_findings(world), scanned(world)
         # with nothing changed, only files doctor reports something about are read again
@@ -95,11 +97,16 @@ def test_doctor_with_its_record_of_quiet_files_reports_what_it_reports_without(s
         assert {Path(p).name for p in world.state["reads"]} <= reported
 
 
-def test_a_second_doctor_reads_no_quiet_file_and_a_changed_one_again(tmp_path):
+def test_a_later_doctor_reads_no_quiet_file_and_a_changed_one_again(tmp_path):
     world = World(tmp_path)
     world.state["now"] += 10 * TICK
     first_views, first_scan = view_findings(world), scanned(world)
     assert first_views[0] == len(SIDS) and not first_views[1] and not first_scan
+    world.state["reads"].clear()
+    assert view_findings(world) == first_views and scanned(world) == first_scan
+    assert world.state["reads"]  # seen again too soon to be trusted: read again
+    world.state["now"] += 10 * TICK
+    assert view_findings(world) == first_views and scanned(world) == first_scan  # now trusted
     world.state["reads"].clear()
     assert view_findings(world) == first_views and scanned(world) == first_scan
     assert not world.state["reads"]  # neither the views nor any session file read again

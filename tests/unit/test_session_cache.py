@@ -158,20 +158,28 @@ def test_a_cached_read_says_what_a_fresh_read_says_under_any_edits(steps):
         assert world.read() == world.read(cached=False)
         world.state["now"] += 10 * TICK
         fresh = world.read(cached=False)
-        assert world.read() == fresh  # fills the cache: every file is older than the racy window now
+        assert world.read() == fresh  # every file older than the racy window: its identities seen
+        world.state["now"] += 10 * TICK
+        assert world.read() == fresh  # seen again that long after (this machine's clock): trusted
         world.state["reads"].clear()
         assert world.read() == fresh
         assert sum(world.state["reads"].values()) == 0
 
 
-def test_a_second_status_with_nothing_changed_parses_no_session_file(tmp_path):
-    """The counting test: the first bulk read after the files settled reads each session file once, the
-    second reads none and says the same; one file rewritten in place to the same size (a tick later) is
-    read again, alone, and its new cursor shows."""
+def test_a_later_status_with_nothing_changed_parses_no_session_file(tmp_path):
+    """The counting test: the first bulk read after the files settled reads each session file once; one
+    within the racy window after it reads them again (trusted only once seen that long apart, by this
+    machine's clock); the next reads none and says the same. One file rewritten in place to the same size
+    (a tick later) is read again, alone, and its new cursor shows."""
     world = World(tmp_path)
     world.state["now"] += 10 * TICK
     first = world.read()
     assert set(world.state["reads"].values()) == {1} and len(world.state["reads"]) == 3 * len(SIDS)
+    world.state["reads"].clear()
+    assert world.read() == first
+    assert len(world.state["reads"]) == 3 * len(SIDS)  # seen again too soon: read again
+    world.state["now"] += 10 * TICK
+    assert world.read() == first  # seen again long enough after the first: trusted from now on
     world.state["reads"].clear()
     assert world.read() == first
     assert not world.state["reads"]
@@ -207,6 +215,8 @@ def test_a_file_changed_within_the_racy_window_is_read_again(tmp_path):
 def genuine_cache(world: World) -> tuple[Path, bytes]:
     world.state["now"] += 10 * TICK
     world.read()
+    world.state["now"] += 10 * TICK
+    world.read()  # (trusted: seen twice, that long apart)
     (cache,) = world.cache_files()
     return cache, cache.read_bytes()
 
@@ -295,8 +305,11 @@ def test_a_corrupt_or_hostile_cache_is_ignored_and_rebuilt(tmp_path):
     with open(cache, "wb") as f:
         f.truncate(300 << 20)
     assert world.read() == fresh
-    # rebuilt: a read after a change writes a good cache again, and it is used
+    # rebuilt: a read after a change writes a good cache again, and it is used (from the read that sees the
+    # identities again long enough after the first)
     world.write(world.targets()[2], 3, replace=True)
+    world.state["now"] += 10 * TICK
+    assert world.read() == world.read(cached=False)
     world.state["now"] += 10 * TICK
     assert world.read() == world.read(cached=False)
     world.state["reads"].clear()
