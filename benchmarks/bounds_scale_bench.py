@@ -10,7 +10,7 @@ this checkout (``ours``) and, with ``--against``, from another one (e.g. main be
 run in turns on the same homes so that a busy machine slows both alike. The homes are built once, in the
 store's own format: a view per session in the home and one version per host in ``hosts/<host>/``. The
 home's directories are dated a minute back (a directory that changed within the last 3 s is listed
-again, see subconscious/state/listcache.py). Prints numbers; asserts nothing.
+again, see subconscious/state/sessions/listcache.py). Prints numbers; asserts nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ HOSTS = ("host0", "host1", "host2")
 CHILD = r"""
 import json, statistics, sys, time
 from pathlib import Path
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 what, home, local, runs = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 store = Store(home, "host0", local / "locks", local / "clocks", read_only=True)
 times, cpu = [], []
@@ -45,7 +45,7 @@ elif what == "stop":  # a Stop's write (the worker's cursor, published into the 
     Store(home, "host0", local / "locks", local / "clocks").update_session(
         sid, lambda cur: cur.evolve(last_processed_index=cur.last_processed_index + 1))
     try:
-        from subconscious.worker import settle_listings
+        from subconscious.delivery.worker import settle_listings
     except ImportError:  # a checkout without it (--against main before the fix)
         settle_listings = None
     t = time.perf_counter()
@@ -93,7 +93,7 @@ def build(base: Path, sessions: int, with_hosts: bool = True) -> Path:
     for d in (home, home / "hosts", *(home / "hosts" / h for h in HOSTS)):
         os.utime(d, ns=(past, past))
     # a file changed within the last 3 s is not trusted to the machine's read cache (racily clean, see
-    # subconscious/state/sessioncache.py): a home a minute old, as a user's is, has none such
+    # subconscious/state/sessions/cache.py): a home a minute old, as a user's is, has none such
     time.sleep(3.1)
     return home
 

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from subconscious.state.locks import probe  # noqa: E402
-from subconscious.state.store import Store  # noqa: E402
+from subconscious.state.store.core import Store  # noqa: E402
 from tests.harness.fault_proxy import FaultProxy  # noqa: E402
 from tests.harness.letta_fixtures import FAKE_MODEL_HANDLE, delete_agent, import_agent  # noqa: E402
 from tests.harness.transcripts import Transcript  # noqa: E402
@@ -42,7 +42,7 @@ from largehome import write_large_home  # noqa: E402  (benchmarks/ is on sys.pat
 HOST = "bench"
 PYCACHE = Path(tempfile.mkdtemp(prefix="hooks-bench-pyc-"))
 NOTABLE = {"httpx", "httpcore", "pydantic", "anyio", "portalocker", "cryptography", "platformdirs", "urllib.request",
-           "ssl", "subconscious.letta.client", "subconscious.letta.lite", "subconscious.transcript"}
+           "ssl", "subconscious.letta.client", "subconscious.letta.lite", "subconscious.delivery.transcript"}
 
 
 _IDS = re.compile(r"(agent|conv|message)-[0-9a-f-]+")

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from subconscious.state.clock import Stamp
-from subconscious.state.filemerge import SESSION, SHARD, VIEW, render
+from subconscious.state.conflicts.filemerge import SESSION, SHARD, VIEW, render
 from subconscious.state.records import SessionState
 
 

@@ -1,7 +1,7 @@
 """Redaction: recall per secret format and false positives, side by side with detect-secrets (Yelp); throughput;
 time on adversarial inputs.
 
-    python benchmarks/redaction_bench.py                     # this checkout's subconscious/redact.py
+    python benchmarks/redaction_bench.py                     # this checkout's subconscious/privacy/redact.py
     python benchmarks/redaction_bench.py --against REV       # also the redact.py of git revision REV, side by side
     python benchmarks/redaction_bench.py --install-scanner   # first put detect-secrets in its cache venv
     python benchmarks/redaction_bench.py --quick             # 1 MiB for throughput instead of 10 MB
@@ -258,7 +258,7 @@ def adversarial(redact) -> list[tuple[str, float, float]]:
 
 
 def module_at(rev: str):
-    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:subconscious/redact.py"], check=True,
+    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:subconscious/privacy/redact.py"], check=True,
                          capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "redact_at_rev.py"
     path.write_text(src)
@@ -274,14 +274,14 @@ def _pct(c: int, t: int) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--against", metavar="REV", help="compare with subconscious/redact.py at this git revision")
+    ap.add_argument("--against", metavar="REV", help="compare with subconscious/privacy/redact.py at this git revision")
     ap.add_argument("--install-scanner", action="store_true", help=f"install {SCANNER} in its cache venv first")
     ap.add_argument("--no-scanner", action="store_true", help="leave detect-secrets out")
     ap.add_argument("--quick", action="store_true", help="1 MiB for throughput, not 10 MB")
     ap.add_argument("--examples", type=int, default=15, help="false positives to list")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from subconscious import redact as current
+    from subconscious.privacy import redact as current
 
     if args.install_scanner:
         install_scanner()

@@ -43,19 +43,19 @@ def per_call_us(fn, n: int) -> float:
 
 
 def main() -> None:
-    hook = "import logging, subconscious.state.store"  # what a hook has imported anyway
+    hook = "import logging, subconscious.state.store.core"  # what a hook has imported anyway
     print(f"import cost in a fresh interpreter after `{hook}` (median of 21, with bytecode):")
     for stmt in (
-        "import subconscious.blockcache",
-        "import subconscious.blockcache; from subconscious.state.seal import Key; Key(bytes(32)).cipher()",
+        "import subconscious.injection.blockcache",
+        "import subconscious.injection.blockcache; from subconscious.state.seal import Key; Key(bytes(32)).cipher()",
         "from cryptography.hazmat.primitives.ciphers.aead import AESGCM",
     ):
         print(f"  {fresh_import_ms(stmt, hook):7.1f} ms  {stmt}")
 
-    from subconscious.blockcache import load_blocks, store_blocks
-    from subconscious.keys import KeyRing, Policy, ScryptParams, derive_key
+    from subconscious.injection.blockcache import load_blocks, store_blocks
+    from subconscious.privacy.keys import KeyRing, Policy, ScryptParams, derive_key
     from subconscious.state.seal import Key, open_envelope, seal
-    from subconscious.state.store import Store
+    from subconscious.state.store.core import Store
 
     key = Key.generate()
     ring = {key.id: key}

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from subconscious.served import CLIENT_STDIN_LIMIT, client_script  # noqa: E402
-from subconscious.settingsfile import ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, TOKEN_VAR  # noqa: E402
+from subconscious.local.settingsfile import ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, TOKEN_VAR  # noqa: E402
 
 
 def baseline_script(rev: str) -> str:

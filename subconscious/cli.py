@@ -118,7 +118,7 @@ def _filtered_main(argv: list[str], *, as_json: bool) -> int:
     ``{"error": …, "kind": …, "exit": N}`` there, so a script reading stdout always gets one JSON object;
     the exit stays non-zero and stderr says it as before."""
     from .commands import common
-    from .termtext import clean, json_escape
+    from .base.termtext import clean, json_escape
 
     out = _Filtered(sys.stdout, json_escape if as_json else clean)
     err = _Filtered(sys.stderr, clean, keep=as_json)
@@ -158,7 +158,7 @@ def _filtered_main(argv: list[str], *, as_json: bool) -> int:
 
 
 def _hook_usage_error(argv: list[str]) -> int:
-    from .hookrun import _logger
+    from .hooks.run import _logger
 
     try:
         _logger().warning("hook: bad arguments %r ignored", argv[1:])

@@ -3,21 +3,21 @@
 Claude Code runs PreToolUse on every tool call (hundreds in a long session), nearly always within the
 fetch TTL of the last fetch: then all there is to do is read stdin, read one small machine-local file
 (``<state dir>/shown/<id>.json``: when this session last fetched) and compare a time. This module does
-exactly that with what the interpreter has already loaded plus ``_json`` (:mod:`subconscious.fastjson`:
+exactly that with what the interpreter has already loaded plus ``_json`` (:mod:`subconscious.hooks.fastjson`:
 json's C parts without ``json``, whose ``re`` import costs more than the rest of the hook) — no store, no
 Letta client, no ``logging``, no ``platformdirs``, no dataclasses — and exits 0.
 
 A PreToolUse past the TTL and every UserPromptSubmit fetch; when the fetch finds nothing new (the common
-case) :mod:`subconscious.hotfetch` finishes them with one request and no store.
+case) :mod:`subconscious.hooks.fetch_shortcut` finishes them with one request and no store.
 
 Stop is the other hook whose work fits here: once its session has begun on this machine, it records the
 transcript path in the session's machine-local file and starts the detached worker (``os.posix_spawn``:
 no ``subprocess`` import), which reads the transcript itself — unless Claude's final answer
-(``last_assistant_message``) is not in the transcript's tail yet (:mod:`subconscious.answer_tail`, the
+(``last_assistant_message``) is not in the transcript's tail yet (:mod:`subconscious.hooks.answer_tail`, the
 rule the full path queues it by): then the full path runs and queues it.
 
 Anything it is not sure about (input that is not a plain JSON object with a valid session id, a setting
-it does not recognise, no claims file, the TTL over) goes to :func:`subconscious.hookrun.run` with the
+it does not recognise, no claims file, the TTL over) goes to :func:`subconscious.hooks.run.run` with the
 bytes already read, which decides and logs exactly as before: this path only ever takes the shortcut on
 evidence, never a decision of its own. The never-break guarantees hold here too: a deadline (SIGALRM
 through the builtin ``_signal``, so ``signal``/``enum`` are not imported) logs its reason and exits 0; a
@@ -38,7 +38,7 @@ _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 def _log(level: str, message: str) -> None:
     """One line in the per-user log, through the real (redacting) logger: imported only now."""
     try:
-        from .hookrun import _logger
+        from .hooks.run import _logger
 
         getattr(_logger(), level)(message)
     except Exception:  # noqa: BLE001 - no log to write: nothing else to do
@@ -60,7 +60,7 @@ def plain_session_id(value: object) -> str | None:
 
 
 def state_dir(env=os.environ) -> str | None:
-    """The machine-local state dir as :func:`subconscious.localstate.local_dirs` finds it, where that takes
+    """The machine-local state dir as :func:`subconscious.local.identity.local_dirs` finds it, where that takes
     no ``platformdirs``: ``SUBCONSCIOUS_STATE_DIR``, or on Linux and macOS the XDG rule (``XDG_STATE_HOME`` if
     absolute, else the platform's default under an absolute ``HOME``). None elsewhere (the full path decides)."""
     raw = env.get("SUBCONSCIOUS_STATE_DIR")
@@ -90,12 +90,12 @@ def fetch_ttl_ms(env=os.environ) -> int | None:
 
 
 def last_fetch_ms(directory: str, session_id: str) -> int | None:
-    """When this session last began a fetch on this machine (the claims file, :mod:`subconscious.claims`:
+    """When this session last began a fetch on this machine (the claims file, :mod:`subconscious.hooks.claims`:
     written by atomic rename, so read whole without its lock); None when there is none to read."""
     try:
         with open(os.path.join(directory, "shown", session_id + ".json"), "rb") as f:
             raw = f.read(1 << 20)
-        from . import fastjson as json
+        from .hooks import fastjson as json
 
         value = json.loads(raw).get("fetch_ms")
     except (OSError, ValueError, AttributeError, RecursionError):
@@ -106,7 +106,7 @@ def last_fetch_ms(directory: str, session_id: str) -> int | None:
 def _input(raw: bytes, env) -> tuple[dict, str, str] | None:
     """(hook input, session id, mode) when the input is a plain JSON object with a valid session id and
     LETTA_MODE is one this path knows; None otherwise (the full path decides, and logs why)."""
-    from . import fastjson as json
+    from .hooks import fastjson as json
 
     try:
         data = json.loads(raw)
@@ -169,7 +169,7 @@ def handed_over(raw: bytes, env=os.environ) -> bool:
     view = _read_shared(local["home"], f"session-{sid}.json")
     if not view or not _text(view.get("conversationId")):
         return False  # not readable in the shared home (damaged, moved): the full path sets it aside and begins again
-    from .answer_tail import lagging
+    from .hooks.answer_tail import lagging
 
     if lagging(path, data.get("last_assistant_message")) is not False:
         return False  # Claude's final answer is not in the file yet: the full path queues it (a notice)
@@ -186,7 +186,7 @@ def _text(value) -> bool:
 
 
 def _read_json(path: str):
-    from . import fastjson as json
+    from .hooks import fastjson as json
 
     try:
         with open(path, "rb") as f:
@@ -199,7 +199,7 @@ def _read_json(path: str):
 def _read_shared(home: str, name: str):
     """A JSON object from the shared state dir (``<home>/.letta/claude/<name>``) as the store reads it: never
     through a symbolic link below the home (then None: the full path decides)."""
-    from . import fastjson as json
+    from .hooks import fastjson as json
 
     directory = os.path.join(home, ".letta")
     for d in (directory, os.path.join(directory, "claude")):
@@ -221,7 +221,7 @@ def _update_local(sessions: str, sid: str, fields: dict) -> None:
     """These fields over the session's machine-local file as it is now, under the lock localsession.save
     takes (flock on the directory), written by rename; nothing written when nothing changes."""
     import fcntl
-    from . import fastjson as json
+    from .hooks import fastjson as json
 
     fd = os.open(sessions, os.O_RDONLY)
     try:
@@ -267,7 +267,7 @@ def _pickup(sessions: str) -> None:
     if due:
         from pathlib import Path
 
-        from .spawn import pickup
+        from .delivery.spawn import pickup
 
         try:
             pickup(Path(sessions))
@@ -283,17 +283,17 @@ def _on_deadline(signum, frame):  # pragma: no cover - exercised by the fault te
 
 def pre_tool_done(raw: bytes, env=os.environ) -> bool:
     """PreToolUse: inside the TTL, or (imported only then) a fetch that finds nothing new
-    (:mod:`subconscious.hotfetch`)."""
+    (:mod:`subconscious.hooks.fetch_shortcut`)."""
     if within_ttl(raw, env):
         return True
-    from .hotfetch import nothing_new
+    from .hooks.fetch_shortcut import nothing_new
 
     return nothing_new(raw, env, pre_tool=True)
 
 
 def prompt_done(raw: bytes, env=os.environ) -> bool:
-    """UserPromptSubmit: a fetch that finds nothing new (:mod:`subconscious.hotfetch`)."""
-    from .hotfetch import nothing_new
+    """UserPromptSubmit: a fetch that finds nothing new (:mod:`subconscious.hooks.fetch_shortcut`)."""
+    from .hooks.fetch_shortcut import nothing_new
 
     return nothing_new(raw, env, pre_tool=False)
 
@@ -340,7 +340,7 @@ def run_hook(event: str, stdin=None, fast_exit: bool = False) -> int:
     """``subconscious hook <event>``: the shortcut where it applies, else hookrun.run. Always 0. With
     ``fast_exit``, a hook the shortcut finished ends the process (:func:`launch`)."""
     if event not in SHORTCUTS:
-        from .hookrun import run
+        from .hooks.run import run
 
         return run(event, stdin=stdin, fast_exit=fast_exit)
     shortcut, deadline = SHORTCUTS[event]
@@ -377,6 +377,6 @@ def run_hook(event: str, stdin=None, fast_exit: bool = False) -> int:
         return 0
     import io
 
-    from .hookrun import run
+    from .hooks.run import run
 
     return run(event, stdin=io.BytesIO(raw), fast_exit=fast_exit)

@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ..local.runtime import Runtime
 
 # the verb's last error as fail() said it: what cli.main prints as {"error", "kind"} under --json
 last_error: dict | None = None
@@ -17,7 +17,7 @@ def fail(verb: str | None, message: object, kind: str, code: int) -> int:
     the message may hold the server's or a file's text), keep it for ``--json``, and return ``code``.
     ``kind``: config (exit 2: a setting or identifier), usage (2), server (1: Letta failed), not_found (1)."""
     global last_error
-    from ..termtext import clean
+    from ..base.termtext import clean
 
     text = clean(str(message)).strip()
     last_error = {"error": text, "kind": kind, "exit": code}
@@ -29,7 +29,7 @@ def load_runtime() -> Runtime | None:
     """This machine's runtime (settings, local dirs, host), or None after saying why not on stderr (a bad
     configuration or identifier: the verb exits 2)."""
     from ..config import ConfigError
-    from ..runtime import runtime
+    from ..local.runtime import runtime
     from ..state.ids import InvalidIdentifier
 
     try:

@@ -67,7 +67,7 @@ def run_doctor(env: Mapping[str, str], cwd: str, *, fix: bool, as_json: bool, sk
     from ..doctor.analysis import DEFAULT_SKEW_S
     from ..doctor.checks import diagnose
     from ..doctor.findings import exit_code
-    from ..termtext import json_dumps
+    from ..base.termtext import json_dumps
 
     threshold = DEFAULT_SKEW_S if skew is None else skew
     before = diagnose(env, cwd, skew_threshold_s=threshold)

@@ -1,4 +1,4 @@
-"""``subconscious export FILE``: the home's state as one versioned archive (see subconscious/archive.py)."""
+"""``subconscious export FILE``: the home's state as one versioned archive (see subconscious/sync/archive.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .common import load_runtime
-    from ..archive import collect, write_archive
+    from ..sync.archive import collect, write_archive
 
     rt = load_runtime()
     if rt is None:

@@ -1,5 +1,5 @@
 """``subconscious gc``: retire sessions with no activity for longer than AGE on every machine, and prune
-``backups/`` and ``quarantine/`` by age (see subconscious/gc.py and subconscious/state/retention.py)."""
+``backups/`` and ``quarantine/`` by age (see subconscious/sync/gc.py and subconscious/state/store/retention.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ..state.retention import DEFAULT_AGE
+from ..state.store.retention import DEFAULT_AGE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,11 +45,11 @@ def render(out: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from .common import load_runtime
-    from ..gc import run_gc
-    from ..log import setup
+    from ..sync.gc import run_gc
+    from ..local.log import setup
     from ..state.locks import LockTimeout
-    from ..state.retention import parse_age
-    from ..state.store import StoreError
+    from ..state.store.retention import parse_age
+    from ..state.store.core import StoreError
 
     try:
         age_ms = parse_age(args.older_than)

@@ -11,6 +11,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..hookrun import run as run_hook
+    from ..hooks.run import run as run_hook
 
     return run_hook(args.event)

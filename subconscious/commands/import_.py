@@ -1,5 +1,5 @@
 """``subconscious import FILE``: merge an export archive into the home, through the store's merge:
-idempotent, never overwriting newer state (see subconscious/archive.py)."""
+idempotent, never overwriting newer state (see subconscious/sync/archive.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .common import load_runtime
-    from ..archive import ArchiveError, import_into, read_archive
-    from ..log import setup
+    from ..sync.archive import ArchiveError, import_into, read_archive
+    from ..local.log import setup
     from ..state.locks import LockTimeout
-    from ..state.store import StoreError
+    from ..state.store.core import StoreError
 
     rt = load_runtime()
     if rt is None:

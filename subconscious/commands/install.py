@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..atomic import FileChangedError, atomic_write
+from ..base.atomic import FileChangedError, atomic_write
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ def hooks_json(explicit: str | None = None) -> tuple[Path, Path | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..settingsfile import SettingsError, detect_indent, install, parse_settings, plugin_hooks, render, uninstall
+    from ..local.settingsfile import SettingsError, detect_indent, install, parse_settings, plugin_hooks, render, uninstall
 
     target = target_path(args)
     shown = str(target)
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             return _fail("--http goes with --served. Nothing was changed.", 2)
         if getattr(args, "served", False):
             from ..served import client_script, default_port
-            from ..settingsfile import served_hooks
+            from ..local.settingsfile import served_hooks
 
             client = None
             if not args.http:
@@ -211,7 +211,7 @@ def _backup(target: Path, raw: bytes, mode: int) -> Path:
 def _notes(settings: dict, target: Path) -> None:
     import shutil
 
-    from ..settingsfile import SettingsError, enabled_plugin, parse_settings
+    from ..local.settingsfile import SettingsError, enabled_plugin, parse_settings
 
     user = target_path(argparse.Namespace(settings=None, project=None))
     sources = [(target, settings)]
@@ -231,7 +231,7 @@ def _notes(settings: dict, target: Path) -> None:
 
 
 def _has_served(settings: dict) -> bool:
-    from ..settingsfile import is_ours, is_served_client
+    from ..local.settingsfile import is_ours, is_served_client
 
     return any((h.get("type") == "http" or is_served_client(h)) and is_ours(h) for groups in (settings.get("hooks") or {}).values()
                for g in groups for h in g.get("hooks", []))
@@ -239,7 +239,7 @@ def _has_served(settings: dict) -> bool:
 
 def _served_off() -> None:
     """This file's served hooks are gone: SessionStart stops starting the server."""
-    from ..localstate import local_dirs
+    from ..local.identity import local_dirs
     from ..served.autostart import disable
 
     try:
@@ -253,7 +253,7 @@ def _served_off() -> None:
 def _served_notes(port: int, http: bool) -> None:
     """What served mode needs besides the settings: the token in Claude Code's environment; the marker that
     has SessionStart start the server when nothing answers on its port."""
-    from ..localstate import local_dirs
+    from ..local.identity import local_dirs
     from ..served.autostart import enable
     from ..served.token import ensure_token
 

@@ -102,12 +102,12 @@ def read_secret(env_var: str, prompt: str, *, confirm: bool = False) -> str:
 
 
 def _new_key(args, confirm: bool = True):
-    from ..keys import ScryptParams, derive_key
+    from ..privacy.keys import ScryptParams, derive_key
     from ..state.seal import Key
 
     if not args.passphrase:
         return Key.generate(), None, "generated"
-    from ..keys import WEAK_N
+    from ..privacy.keys import WEAK_N
 
     params = ScryptParams.new() if args.scrypt_n is None else ScryptParams.new(n=args.scrypt_n)
     if params.n < WEAK_N:
@@ -131,7 +131,7 @@ def _everywhere(c: "_Ctx", key, drop_plain: bool = False, trusted=None) -> list:
     """Re-seal every copy in the home (every host's version, copies, displaced, backups/, quarantine/)
     under ``key`` (None: plain text); print what was done and what is left, with a fix each. Returns the
     leftovers."""
-    from ..homeseal import reseal_home
+    from ..privacy.homeseal import reseal_home
 
     total = reseal_home(c.store, c.ring, key, drop_plain=drop_plain, trusted=trusted)
     if total.files and not total.left:
@@ -151,15 +151,15 @@ def _everywhere(c: "_Ctx", key, drop_plain: bool = False, trusted=None) -> list:
 
 
 def _pin(c: "_Ctx", policy) -> None:
-    from ..keys import load_pin, pin_to, save_pin
+    from ..privacy.keys import load_pin, pin_to, save_pin
 
     save_pin(c.rt.local.keys, c.store.home, pin_to(load_pin(c.rt.local.keys, c.store.home), policy))
 
 
 class _Ctx:
     def __init__(self, read_only: bool = False):
-        from ..keys import KeyRing, effective_policy, load_pin, read_policy
-        from ..runtime import runtime
+        from ..privacy.keys import KeyRing, effective_policy, load_pin, read_policy
+        from ..local.runtime import runtime
 
         self.rt = runtime()
         self.store = self.rt.store(read_only=read_only)
@@ -171,15 +171,15 @@ class _Ctx:
         self.refuse = (self.rt.settings.letta_home, self.rt.settings.state_home)
 
     def generation(self) -> int:
-        from ..keys import MAX_GENERATION
+        from ..privacy.keys import MAX_GENERATION
 
         pinned = self.pin.generation if self.pin and self.pin.generation < MAX_GENERATION - 1 else 0  # not a damaged pin's
         return max(self.shared.generation, pinned)
 
 
 def cmd_init(args) -> int:
-    from ..blockcache import reseal_all
-    from ..keys import Policy, check_outside, derive_key, write_policy
+    from ..injection.blockcache import reseal_all
+    from ..privacy.keys import Policy, check_outside, derive_key, write_policy
 
     c = _Ctx()
     check_outside(c.rt.local.keys, *c.refuse)
@@ -228,7 +228,7 @@ def cmd_init(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..keys import export_key
+    from ..privacy.keys import export_key
 
     c = _Ctx(read_only=True)
     kid = args.key_id or c.policy.key_id or (next(iter(c.ring)) if len(c.ring) == 1 else None)
@@ -244,13 +244,13 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from ..keys import import_key
+    from ..privacy.keys import import_key
 
     c = _Ctx(read_only=True)
     key = import_key(read_secret(KEY_ENV, "Exported key: "))
     c.ring.add(key, source="imported", refuse_under=c.refuse)
     print(f"key {key.id} added to this machine's key ring ({c.ring.directory})")
-    from ..keys import effective_policy
+    from ..privacy.keys import effective_policy
 
     policy, new_pin = effective_policy(c.shared, c.pin, c.ring)
     if new_pin is not None:  # the home's key is here now: pinned, so the folder cannot turn it down
@@ -263,8 +263,8 @@ def cmd_import(args) -> int:
 
 
 def cmd_rotate(args) -> int:
-    from ..blockcache import encryption_findings, reseal_all
-    from ..keys import Policy, read_policy, write_policy
+    from ..injection.blockcache import encryption_findings, reseal_all
+    from ..privacy.keys import Policy, read_policy, write_policy
 
     c = _Ctx()
     p = c.policy
@@ -301,7 +301,7 @@ def cmd_rotate(args) -> int:
     _pin(c, Policy(True, key.id, params, generation=now.generation, rotation=now.rotation))  # retires the old key
     print(f"rotation done: the home's key is {key.id} (generation {done.generation})")
     if args.drop_old:
-        from ..homeseal import scan_home
+        from ..privacy.homeseal import scan_home
 
         scan = scan_home(c.store.home)
         refused = 0
@@ -320,7 +320,7 @@ def cmd_rotate(args) -> int:
 
 
 def status_info(c: "_Ctx") -> dict:
-    from ..blockcache import encryption_findings
+    from ..injection.blockcache import encryption_findings
     from ..state.seal import SealError, envelope_key_id, is_envelope, open_envelope
 
     counts: dict[str, int] = {"plain": 0}
@@ -337,7 +337,7 @@ def status_info(c: "_Ctx") -> dict:
                     readable[kid] = readable.get(kid, 0) + 1
                 except SealError:
                     pass
-    from ..homeseal import scan_home
+    from ..privacy.homeseal import scan_home
 
     scan = scan_home(c.store.home)  # every copy on disk, not only the merged view
     p = c.policy
@@ -390,15 +390,15 @@ def cmd_status(args) -> int:
 
 
 def cmd_disable(args) -> int:
-    from ..blockcache import reseal_all
-    from ..keys import Policy, write_policy
+    from ..injection.blockcache import reseal_all
+    from ..privacy.keys import Policy, write_policy
 
     c = _Ctx()
     write_policy(c.store, Policy(False, generation=c.generation()))  # first: no host seals new values meanwhile
     _pin(c, Policy(False, generation=c.generation()))  # confirmed on this machine: the pin says off
     import shutil
 
-    from ..keys import seen_dir
+    from ..privacy.keys import seen_dir
 
     shutil.rmtree(seen_dir(c.rt.local.keys, c.store.home), ignore_errors=True)
     print(f"encryption is off for {c.store.home} (confirmed on this machine; other machines that pinned it "
@@ -418,10 +418,10 @@ COMMANDS = {"init": cmd_init, "export": cmd_export, "import": cmd_import, "rotat
 
 def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError
-    from ..keys import KeysError
+    from ..privacy.keys import KeysError
     from ..state.ids import InvalidIdentifier
     from ..state.locks import LockTimeout
-    from ..state.store import StoreError
+    from ..state.store.core import StoreError
 
     command = COMMANDS.get(getattr(args, "key_command", None) or "")
     if command is None:

@@ -1,5 +1,5 @@
 """``subconscious mcp``: the MCP server the plugin declares (stdio; Claude Code starts it). See
-subconscious/mcpserver.py for its tools."""
+subconscious/mcp/server.py for its tools."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from ..mcpserver import build_server, serve_stdio
+        from ..mcp.server import build_server, serve_stdio
     except ImportError as exc:  # the SDK is missing from this installation
         print(f"subconscious mcp: the MCP SDK is not installed ({exc}); `pip install 'mcp>=2.3,<3'` next to "
               "subconscious, or reinstall subconscious", file=sys.stderr)

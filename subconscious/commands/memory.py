@@ -55,7 +55,8 @@ def render(data: dict, con) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from ..see import memory, parse_since
+    from ..see import parse_since
+    from ..see import memory
     from .tables import run_with_home, show
 
     def work(home) -> int:

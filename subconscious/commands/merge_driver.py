@@ -79,7 +79,7 @@ def _adoption_record(path: str | None) -> dict:
     the hosts' shards beside the view in the worktree, so the merge of ``conversations.json`` counts them
     once as the store does. Read like the store reads (no links followed); a shard that does not parse
     adds nothing."""
-    from ..state.filemerge import VIEW, kind_of_path
+    from ..state.conflicts.filemerge import VIEW, kind_of_path
 
     if kind_of_path(path) != VIEW:
         return {}
@@ -105,7 +105,7 @@ def _adoption_record(path: str | None) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..state.filemerge import conflict_text, merge_bytes
+    from ..state.conflicts.filemerge import conflict_text, merge_bytes
 
     base = _read(args.base, "ancestor (%O)", optional=True)
     ours = _read(args.ours, "ours (%A)")

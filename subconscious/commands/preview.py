@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..private import LINES_NOTE, MARKER, PATH_NOTE
-from ..redact import REDACTED
+from ..privacy.private import LINES_NOTE, MARKER, PATH_NOTE
+from ..privacy.redact import REDACTED
 
 ROUNDS = 50  # as many updates as one worker run sends at most (worker.MAX_ROUNDS)
 
@@ -29,11 +29,11 @@ def removals(text: str) -> dict[str, int]:
 
 def plan_session(sid: str, env=os.environ) -> dict:
     """The messages the next worker run for ``sid`` would send, in order, with what each covers."""
-    from .. import budget as budgets
-    from ..delivery_plan import Budget, locate, plan_update, update_limit
-    from ..pipeline import session_runtime
-    from ..private import private_globs
-    from ..worker import _delivered_uuids, _files, _read_lines, _start_key
+    from ..delivery import budget as budgets
+    from ..delivery.plan import Budget, locate, plan_update, update_limit
+    from ..hooks.pipeline import session_runtime
+    from ..privacy.private import private_globs
+    from ..delivery.worker import _delivered_uuids, _files, _read_lines, _start_key
 
     rt, local = session_runtime(sid, env)
     sessions_dir = rt.local.root / "sessions"
@@ -75,7 +75,7 @@ def plan_session(sid: str, env=os.environ) -> dict:
                             "the conversation and does not send them again if they arrived")
     limit = update_limit(local.context_window)
     if caps.any:  # as the worker bounds it: one update fits a day's budget
-        from ..worker import BUDGET_BOUND_FLOOR
+        from ..delivery.worker import BUDGET_BOUND_FLOOR
 
         limit = min([limit] + [max(c, BUDGET_BOUND_FLOOR) for c in (caps.chars, caps.total_chars) if c])
     kw = {**_extra(sessions_dir, sid, lines, local, limit), **_files(local)}
@@ -104,16 +104,16 @@ def plan_session(sid: str, env=os.environ) -> dict:
 
 
 def _project(rt, local):
-    from ..worker import _project as project
+    from ..delivery.worker import _project as project
 
     return project(rt, local)
 
 
 def _extra(sessions_dir, sid, lines, local, limit) -> dict:
     """The session's notices as the worker would insert them (read only: moot ones are not removed here)."""
-    from .. import notices
-    from ..private import private_globs
-    from ..worker import _files
+    from ..injection import notices
+    from ..privacy.private import private_globs
+    from ..delivery.worker import _files
 
     pending = notices.load_all(sessions_dir, sid)
     if not pending:
@@ -124,17 +124,17 @@ def _extra(sessions_dir, sid, lines, local, limit) -> dict:
 
 
 def _sessions(env) -> list[str]:
-    from .. import localsession
-    from ..localstate import local_dirs
+    from ..local import sessions as localsession
+    from ..local.identity import local_dirs
 
     return localsession.pending(local_dirs(env).root / "sessions")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..budget import BudgetError
+    from ..delivery.budget import BudgetError
     from ..config import ConfigError
     from ..state.ids import InvalidIdentifier, check_session_id
-    from ..transcript import BoundTooSmall
+    from ..delivery.transcript import BoundTooSmall
 
     try:
         sids = [check_session_id(args.session)] if args.session else _sessions(os.environ)
@@ -144,11 +144,11 @@ def run(args: argparse.Namespace) -> int:
 
         return fail("preview", exc, "config", 2)
     if args.json:
-        from ..termtext import json_dumps
+        from ..base.termtext import json_dumps
 
         print(json_dumps({"sessions": plans}, indent=2, ensure_ascii=False))
         return 0
-    from ..termtext import clean
+    from ..base.termtext import clean
 
     def say(text: str) -> None:  # the transcript's text holds what tools printed: no escape reaches the terminal
         print(clean(text))

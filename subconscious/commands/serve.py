@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..localstate import local_dirs
+    from ..local.identity import local_dirs
     from ..served import default_port
     from ..served.token import ensure_token, token_path
 
@@ -80,9 +80,9 @@ def inherited_socket(env) -> "socket.socket | None":
 
 
 def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
-    from ..atomic import atomic_write
+    from ..base.atomic import atomic_write
     from ..letta import lite
-    from ..log import setup
+    from ..local.log import setup
     from ..served.autostart import port_file
     from ..served.keepalive import KeptAlive
     from ..served.server import HookServer, serve_in_thread

@@ -10,7 +10,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def collect() -> dict:
-    from ..runtime import runtime
+    from ..local.runtime import runtime
 
     rt = runtime()
     s = rt.settings
@@ -19,7 +19,7 @@ def collect() -> dict:
     sessions = list(store.sessions())
     session_ids = [sid for sid, _, _ in sessions]
     session_problems = [p for _, _, problems in sessions for p in problems]
-    from ..state import copies
+    from ..state.conflicts import copies
 
     session_copies: dict[str, list] = {}
     for c in copies.find(copies.listdir(store.home), "root"):
@@ -59,7 +59,7 @@ def collect() -> dict:
 
 
 def _budget(settings, host: str, home=None) -> dict:
-    from ..budget import report
+    from ..delivery.budget import report
 
     return report(settings, host, home=home)
 
@@ -69,7 +69,7 @@ def pending_deliveries(sessions_dir) -> list[dict]:
     failures, why, and when the next attempt may start (the retry markers of worker.py)."""
     import time
 
-    from .. import localsession
+    from ..local import sessions as localsession
 
     out = []
     for sid, due in localsession.pending_marks(sessions_dir):
@@ -88,7 +88,7 @@ def pending_deliveries(sessions_dir) -> list[dict]:
 def gave_up_deliveries(sessions_dir) -> list[dict]:
     """Deliveries the worker gave up on on this machine (a run still stuck after its re-delivery), newest
     last: which session, which lines and delivery key, why, when (epoch s)."""
-    from .. import localsession
+    from ..local import sessions as localsession
 
     return [{"session": sid, **g} for sid, got in localsession.gave_up(sessions_dir).items() for g in got]
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
         return fail(None, exc, "config", 2)
     if args.json:
-        from ..termtext import json_dumps
+        from ..base.termtext import json_dumps
 
         print(json_dumps(info, indent=2))
         return 0
@@ -133,7 +133,7 @@ def text_rows(info: dict) -> list[tuple[str, str]]:
     ]
     for p in info["problems"]:
         rows.append(("", f"! {p['kind']}: {p['path']}: {p['message']}"))
-    from ..budget import report_line
+    from ..delivery.budget import report_line
 
     rows.append(("budget", report_line(info["budget"])))
     pend = info.get("pending") or []

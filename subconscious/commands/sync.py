@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load_settings
-    from ..gitsetup import GitSetupError, existing_ancestor, prefix_for, setup, worktree_of
+    from ..sync.gitsetup import GitSetupError, existing_ancestor, prefix_for, setup, worktree_of
 
     try:
         settings = load_settings()

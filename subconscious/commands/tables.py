@@ -3,9 +3,9 @@ tables that fit the terminal (80 columns when it cannot be measured, ``COLUMNS``
 terminal. Imported by those commands only, never by a hook.
 
 This is the one seam where text reaches the terminal: the console's every segment of text (not rich's
-own styling) goes through :func:`subconscious.termtext.clean`, so no escape or control sequence the agent,
+own styling) goes through :func:`subconscious.base.termtext.clean`, so no escape or control sequence the agent,
 the server or a file wrote is printed; markup is off, so ``[red]`` or ``[link=…]`` in that text is text.
-``--json`` goes through :func:`subconscious.termtext.json_dumps` (DEL, C1 and bidi controls escaped)."""
+``--json`` goes through :func:`subconscious.base.termtext.json_dumps` (DEL, C1 and bidi controls escaped)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from ..termtext import clean, json_dumps
+from ..base.termtext import clean, json_dumps
 
 __all__ = ["console", "table", "kv_table", "short_time", "short_id", "Text", "run_with_home", "show", "clean",
            "json_dumps", "SafeConsole"]

@@ -93,7 +93,7 @@ def launcher_html(port: int, token: str) -> str:
 
 
 def _launcher_dir():
-    from ..localstate import local_dirs
+    from ..local.identity import local_dirs
 
     return local_dirs(os.environ).root / "ui"
 
@@ -103,7 +103,7 @@ def write_launcher(directory, port: int, token: str):
     followed), in ``directory`` made 0700 and refused unless it is this user's own real directory."""
     import stat
 
-    from ..atomic import ensure_dir
+    from ..base.atomic import ensure_dir
 
     ensure_dir(directory)
     st = os.lstat(directory)

@@ -29,10 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .common import load_runtime
-    from ..log import setup
-    from ..watcher import Watcher
+    from ..local.log import setup
+    from ..sync.watcher import Watcher
 
-    from ..state.retention import parse_age
+    from ..state.store.retention import parse_age
 
     try:
         gc_age = parse_age(args.gc_older_than)
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     store = rt.store()
     daily_gc = None
     if not args.no_gc:
-        from ..gc import daily
+        from ..sync.gc import daily
 
         daily_gc = lambda: daily(store, rt.local.root, age_ms=gc_age)  # noqa: E731
     watcher = Watcher(store, log, debounce=args.debounce, interval=args.interval, say=say, gc=daily_gc,

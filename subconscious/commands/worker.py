@@ -12,11 +12,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import localsession
-    from ..log import setup
-    from ..runtime import runtime
+    from ..local import sessions as localsession
+    from ..local.log import setup
+    from ..local.runtime import runtime
     from ..state.ids import InvalidIdentifier, check_session_id
-    from ..worker import deliver
+    from ..delivery.worker import deliver
 
     rt = runtime(os.environ)
     log = setup(rt.local.logs, debug=rt.settings.debug)
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     except InvalidIdentifier as exc:
         print(f"subconscious worker: {exc}", file=sys.stderr)
         return 2
-    from ..pipeline import session_runtime
+    from ..hooks.pipeline import session_runtime
 
     failed = 0
     homes = {}
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         failed += result.error is not None
-    from ..worker import settle_listings
+    from ..delivery.worker import settle_listings
 
     for home, home_rt in homes.items():  # after the last write: the next hook's read finds its listing cached
         try:

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cursor-base", type=int, default=0)
     args = ap.parse_args(argv)
 
-    from ..runtime import runtime
+    from ..local.runtime import runtime
     from ..state.records import SessionState
 
     rt = runtime()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..state.conflicts import Engine
+from ..state.conflicts.names import Engine
 from .replicas import Network
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
@@ -61,7 +61,7 @@ class Machine:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.letta_home)
 
     def live_sessions(self) -> set[str]:
-        from ..state.store import Store
+        from ..state.store.core import Store
 
         store = Store(self.home, self.name, self.local / "locks", self.local / "clocks", read_only=True)
         return set(store.read().live)
@@ -159,7 +159,7 @@ def sync_scene(ws: Path, say: Callable[[str], None], *, sessions: int = 4, windo
     for name, m in machines.items():
         counts.present[name] = m.live_sessions()
     counts.identical = net.identical()
-    from ..state.store import Store
+    from ..state.store.core import Store
 
     cursor = {}
     for name, m in machines.items():
@@ -206,7 +206,7 @@ def git_scene(ws: Path, say: Callable[[str], None], *, sessions: int = 3) -> Cou
     if shutil.which("git") is None:
         say("git: not installed, scene skipped")
         return None
-    from ..gitsetup import setup, setup_config
+    from ..sync.gitsetup import setup, setup_config
 
     counts = Counts()
     command = f"{sys.executable} -m subconscious merge-driver %O %A %B %P"

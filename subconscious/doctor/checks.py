@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ..state import copies
+from ..state.conflicts import copies
 from ..state.bounds import future_message
 from ..state.clock import ZERO, Stamp, bound
-from ..state.conflicts import CONVERSATIONS, ConflictCopy, Engine, classify, is_original
+from ..state.conflicts.names import CONVERSATIONS, ConflictCopy, Engine, classify, is_original
 from ..state.files import QUARANTINE, UNSAFE, read_json
 from ..state.fs import REAL
 from ..state.jsontext import Unparseable, loads_state
@@ -216,7 +216,7 @@ def _quiet(store, kind: str, code: tuple[str, ...] = ()):
     preview, a file system that cannot tell a file's identity)."""
     if not (store.read_only and store.keep_caches and getattr(store.fs, "FILE_TOKENS", False)):
         return None
-    from ..state.sessioncache import QuietFiles
+    from ..state.sessions.cache import QuietFiles
 
     return QuietFiles(store.fs, store.home, store.clocks_dir.parent / "cache", kind, code)
 
@@ -284,7 +284,7 @@ def _locks(locks_dir: Path, timeout: float, now: float) -> list[Finding]:
 
 
 def _git(home: Path) -> tuple[Path | None, list[Finding]]:
-    from ..gitsetup import configured_driver, driver_works, existing_ancestor, merge_attr, rel_in, sample_paths, worktree_of, git
+    from ..sync.gitsetup import configured_driver, driver_works, existing_ancestor, merge_attr, rel_in, sample_paths, worktree_of, git
 
     top = worktree_of(existing_ancestor(home))
     if top is None:
@@ -324,13 +324,13 @@ def _git(home: Path) -> tuple[Path | None, list[Finding]]:
 
 def _encryption(local, store, synced: tuple[Path, ...], snap=None) -> list[Finding]:
     """Issue 5's findings: sealed values whose key id this machine does not hold, damaged key files,
-    keys inside the synced dir... from ``subconscious.blockcache.encryption_findings`` (read-only)."""
+    keys inside the synced dir... from ``subconscious.injection.blockcache.encryption_findings`` (read-only)."""
     try:
-        from ..blockcache import encryption_findings
-        from ..keys import KeyRing
+        from ..injection.blockcache import encryption_findings
+        from ..privacy.keys import KeyRing
     except ImportError:  # encryption not part of this installation
         return []
-    from ..keys import policy_of
+    from ..privacy.keys import policy_of
 
     rows = []
     policy = policy_of(snap.settings) if snap is not None else None  # the snapshot read already: not again
@@ -347,10 +347,10 @@ def _encryption(local, store, synced: tuple[Path, ...], snap=None) -> list[Findi
 
 def diagnose(env: Mapping[str, str], cwd: str, *, skew_threshold_s: float = DEFAULT_SKEW_S,
              now_ms: int | None = None) -> Report:
-    from ..localstate import host_identity, local_dirs
+    from ..local.identity import host_identity, local_dirs
     from ..state.ids import InvalidIdentifier
     from ..state.locks import DEFAULT_TIMEOUT
-    from ..state.store import Store
+    from ..state.store.core import Store
 
     t0 = time.monotonic()
     findings, home = letta_home_findings(env, cwd)
@@ -404,7 +404,7 @@ def _home_findings(report: Report, store, home: Path, host, local, now: float, n
             report.findings.append(_copy_finding(home, path, copy))
         report.findings += missing_views(home, snap)
         from .retire import stale_shards
-        from ..state.store import TOMBSTONE_RETENTION_MS
+        from ..state.store.core import TOMBSTONE_RETENTION_MS
 
         report.findings += stale_shards(snap.shards, host.id, host.name, now_ms, TOMBSTONE_RETENTION_MS)
         from .retire import gc_due

@@ -47,7 +47,7 @@ KINDS: dict[str, str] = {
               "files that old: `subconscious gc` retires them (--dry-run shows which)",
     "plugin-install": "the plugin's own install (hooks/setup): its Python, version, whether it starts, the last "
                       "set-up's result",
-    "encryption": "encryption findings (from subconscious.blockcache.encryption_findings, which names its own "
+    "encryption": "encryption findings (from subconscious.injection.blockcache.encryption_findings, which names its own "
                   "kinds: unknown key ids, damaged key files, keys inside the synced dir, ...)",
 }
 

@@ -23,7 +23,7 @@ GIT_KINDS = {"git-driver-missing", "git-driver-broken", "git-attributes-missing"
 
 def repair_markers(path: Path, home: Path, host: str) -> str | None:
     """Merge the sides of a file with conflict markers in place; returns what was done (or None)."""
-    from ..state.filemerge import repair
+    from ..state.conflicts.filemerge import repair
     from ..state.files import atomic_write, set_aside
     from ..state.fs import REAL
 
@@ -44,10 +44,10 @@ def repair_markers(path: Path, home: Path, host: str) -> str | None:
 
 def apply(report: Report, env: Mapping[str, str]) -> list[str]:
     """Fix what ``report`` found that is fixable; returns a line per action."""
-    from ..gitsetup import GitSetupError, rel_in, setup_config, setup_files
-    from ..localstate import host_identity, local_dirs
+    from ..sync.gitsetup import GitSetupError, rel_in, setup_config, setup_files
+    from ..local.identity import host_identity, local_dirs
     from ..state.locks import LockTimeout
-    from ..state.store import Store, StoreError
+    from ..state.store.core import Store, StoreError
 
     actions: list[str] = []
     home = report.home
@@ -104,7 +104,7 @@ def apply(report: Report, env: Mapping[str, str]) -> list[str]:
 
 
 def _is_original(f: Finding, home: Path) -> bool:
-    from ..state.conflicts import is_original
+    from ..state.conflicts.names import is_original
 
     path = home / f.path
     where = "hosts" if path.parent.name == "hosts" else "root"

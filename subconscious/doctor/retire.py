@@ -38,8 +38,8 @@ def stale_shards(shards: Mapping[str, object], this_host: str, this_name: str, n
 def gc_due(store, local_root, now_ms: int, snap=None, problems: list | None = None) -> list[Finding]:
     """A note when ``subconscious gc`` (default age) would retire sessions or prune set-aside files
     (``problems``: what reading every session found is appended to it)."""
-    from ..gc import make_plan
-    from ..state.retention import DEFAULT_AGE, parse_age
+    from ..sync.gc import make_plan
+    from ..state.store.retention import DEFAULT_AGE, parse_age
 
     from .findings import INFO
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..state import copies
-from ..state.conflicts import CONVERSATIONS, ConflictCopy
+from ..state.conflicts import copies
+from ..state.conflicts.names import CONVERSATIONS, ConflictCopy
 from ..state.ids import is_session_id
 from .findings import ERROR, WARNING, Finding
 

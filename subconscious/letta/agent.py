@@ -154,7 +154,7 @@ def read_user_config(path: Path) -> tuple[str | None, bool]:
 
 def write_user_config(path: Path, agent_id: str, model: str | None) -> None:
     """Atomically write {agentId, importedAt, model} (file 0600, directory 0700), keeping unknown keys."""
-    from ..atomic import atomic_write, ensure_dir
+    from ..base.atomic import atomic_write, ensure_dir
 
     ensure_dir(path.parent)
     doc: dict = {}

@@ -7,8 +7,8 @@ empty (or the server ignores the cursor: a page of nothing new). A limit of the 
 row that carry no message make an empty page too, with no id to page on — so listings ask for pages of
 50 or 100 rows (nearly every row carries a message). Every listing of a conversation goes
 through :class:`Pages`: the worker's (:meth:`subconscious.letta.client.LettaClient.iter_messages`), the
-hooks' notes look-back (:mod:`subconscious.events.messages`), the re-injection after a compaction
-(:mod:`subconscious.events.reinject`) and the viewer/CLI (through the client).
+hooks' notes look-back (:mod:`subconscious.hooks.events.messages`), the re-injection after a compaction
+(:mod:`subconscious.hooks.events.reinject`) and the viewer/CLI (through the client).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..context import escape, escape_attr
+from ..injection.context import escape, escape_attr
 
 SETTING = "askConversation"
 TOTAL_TIMEOUT_S = 300.0
@@ -31,7 +31,7 @@ def recorded_conversation(setting: Any, agent_id: str) -> str | None:
 def question_message(text: str, machine: str) -> str:
     """What the agent receives: the question (redacted), saying where it comes from and that it is not a
     session's transcript."""
-    from ..redact import redact
+    from ..privacy.redact import redact
 
     return ('<user_question via="subconscious ask" machine="%s">\n%s\n</user_question>\n'
             "The user asks you this directly, outside any Claude Code session; answer them in plain text."

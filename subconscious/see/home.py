@@ -19,7 +19,7 @@ class SeeHome:
 
     @cached_property
     def rt(self):
-        from ..runtime import runtime
+        from ..local.runtime import runtime
 
         return runtime(self.env, self.cwd)
 
@@ -38,7 +38,7 @@ class SeeHome:
 
     @cached_property
     def keyring(self):
-        from ..keys import KeyRing
+        from ..privacy.keys import KeyRing
 
         try:
             return KeyRing.load(self.rt.local.keys)

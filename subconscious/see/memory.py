@@ -9,7 +9,7 @@ Letta keeps no history of a block, so the history is what was seen of them, each
 - ``server``: the values now.
 
 ``--since T`` diffs the blocks now against the newest snapshot taken at or before T, as the hooks
-inject a change (:func:`subconscious.context.changed_blocks`: new / modified with ``-``/``+`` lines /
+inject a change (:func:`subconscious.injection.context.changed_blocks`: new / modified with ``-``/``+`` lines /
 removed).
 """
 
@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..context import as_block, changed_blocks
+from ..injection.context import as_block, changed_blocks
 from .when import iso_ms
 
 HISTORY_FILE = "blocks.jsonl"
@@ -121,7 +121,7 @@ def record_history(path: Path, agent_id: str, values: Mapping[str, str], now_ms:
     past = read_history(path, agent_id)
     if past and past[-1]["values"] == dict(values):
         return False
-    from ..atomic import ensure_dir
+    from ..base.atomic import ensure_dir
 
     ensure_dir(path.parent)
     line = json.dumps({"at_ms": int(now_ms), "agent": agent_id, "values": dict(values)}, sort_keys=True) + "\n"
@@ -132,7 +132,7 @@ def record_history(path: Path, agent_id: str, values: Mapping[str, str], now_ms:
         os.close(fd)
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     if len(lines) > 2 * HISTORY_KEEP:  # bounded: keep the newest lines
-        from ..atomic import atomic_write
+        from ..base.atomic import atomic_write
 
         atomic_write(path, "".join(lines[-HISTORY_KEEP:]), durable=False)
     return True
@@ -148,8 +148,8 @@ def _agent(home, agent_id: str | None) -> dict:
 
 
 def _open_values(home):
-    from ..blockcache import machine_policy, open_blocks
-    from ..keys import policy_of
+    from ..injection.blockcache import machine_policy, open_blocks
+    from ..privacy.keys import policy_of
 
     # as the hooks read them: while encryption is on, a plain or retired-key value is nobody's snapshot
     policy = machine_policy(home.store, home.keyring, policy_of(home.snapshot.settings))

@@ -4,7 +4,7 @@
 
 - :mod:`.token`: the per-user token (machine-local, 0600) every request must carry;
 - :mod:`.server`: the HTTP server; it runs the very handlers the command hooks run
-  (``subconscious.events.pre_tool`` / ``prompt``) and records what was shown once the answer is sent;
+  (``subconscious.hooks.events.pre_tool`` / ``prompt``) and records what was shown once the answer is sent;
 - :mod:`.keepalive`: the server's Letta reads on kept-alive connections.
 
 This module is imported by ``install`` too: nothing heavy here.
@@ -21,19 +21,19 @@ CLIENT_STDIN_LIMIT = 1 << 20
 # event in the URL path → (handler module, seconds the server waits for it: as hookrun.EVENTS, under the
 # hook timeouts of hooks.json, 10 and 5 s)
 ROUTES = {
-    "/subconscious/hook/user-prompt-submit": ("user-prompt-submit", "subconscious.events.prompt", 8.0),
-    "/subconscious/hook/pre-tool-use": ("pre-tool-use", "subconscious.events.pre_tool", 4.0),
+    "/subconscious/hook/user-prompt-submit": ("user-prompt-submit", "subconscious.hooks.events.prompt", 8.0),
+    "/subconscious/hook/pre-tool-use": ("pre-tool-use", "subconscious.hooks.events.pre_tool", 4.0),
 }
 
 
 def client_script() -> str:
     """The bash client (``client.bash``) that ``install --served`` writes into the settings file: its
-    ``@NAME@`` places filled from :mod:`subconscious.settingsfile` (the token header and variable, the
+    ``@NAME@`` places filled from :mod:`subconscious.local.settingsfile` (the token header and variable, the
     forwarded settings and their header prefix, as the server reads them), its comment lines left out (the
     settings file names it by ``$0``, ``subconscious-served``)."""
     from pathlib import Path
 
-    from ..settingsfile import ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, TOKEN_VAR
+    from ..local.settingsfile import ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, TOKEN_VAR
 
     text = Path(__file__).with_name("client.bash").read_text(encoding="utf-8")
     text = "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..atomic import atomic_write, ensure_dir
+from ..base.atomic import atomic_write, ensure_dir
 
 
 def marker_path(state_root: Path) -> Path:
@@ -253,7 +253,7 @@ def ensure(marker: Path, env, log=None, wait: float = 0.0) -> int | None:
 
 def _record(root: Path, port: int, recorded: int | None) -> None:
     if recorded != port:
-        from ..atomic import atomic_write
+        from ..base.atomic import atomic_write
 
         atomic_write(port_file(root), f"{port}\n")  # the client goes where ours answers
 
@@ -264,7 +264,7 @@ def _free(port: int) -> bool:
 
 
 def _start(root: Path, port: int, env, log, wait: float) -> int:
-    from ..settingsfile import FORWARDED_VARS
+    from ..local.settingsfile import FORWARDED_VARS
 
     # Not this session's LETTA_MODE, LETTA_HOME, ...: every request brings its own session's, and a value left
     # in the server's environment would stand in for another session that has none. The key and the Letta

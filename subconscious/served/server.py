@@ -7,10 +7,10 @@ One request, as ``hookrun`` runs a command hook:
   ``X-Subconscious-Token``, 404 for another path, 413 past 8 MiB; the JSON is read as hookrun reads stdin
   (:func:`subconscious.state.jsontext.loads_state`);
 - the settings are the server's environment overlaid with Claude Code's (the ``X-Subconscious-Env-*``
-  headers, see :data:`subconscious.settingsfile.FORWARDED_VARS`; an empty one, which is what Claude Code
+  headers, see :data:`subconscious.local.settingsfile.FORWARDED_VARS`; an empty one, which is what Claude Code
   sends for a variable it does not have, leaves the server's value); the session's home is the one its
   SessionStart recorded, as for the command hooks;
-- the handler (``subconscious.events.pre_tool`` / ``prompt``: ``handle(HookEvent)``) runs on a worker thread;
+- the handler (``subconscious.hooks.events.pre_tool`` / ``prompt``: ``handle(HookEvent)``) runs on a worker thread;
   the answer waits for it at most the deadline hookrun would give it (4 s / 8 s), then goes out empty;
 - the answer is always 200 with the hook's JSON (UserPromptSubmit's text as ``additionalContext``, since
   an http hook's plain-text body is not shown to the model) or an empty body — any failure is logged with
@@ -35,8 +35,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..hookrun import STDIN_CAP, HookEvent
-from ..settingsfile import ENV_HEADER, FORWARDED_VARS, NOT_FORWARDED, TOKEN_HEADER
+from ..hooks.run import STDIN_CAP, HookEvent
+from ..local.settingsfile import ENV_HEADER, FORWARDED_VARS, NOT_FORWARDED, TOKEN_HEADER
 from ..state.jsontext import loads_state
 from . import ROUTES
 from .token import matches, proof
@@ -48,7 +48,7 @@ HEALTH = "/subconscious/health"
 def request_env(base: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, str]:
     """The environment a handler sees: ``base`` (the server's), with each forwarded variable Claude Code
     has (a non-empty header) in its place. Other headers are never read into it: above all not the Letta
-    server's URL or the key (:data:`~subconscious.settingsfile.NOT_FORWARDED`), so the key goes only where the
+    server's URL or the key (:data:`~subconscious.local.settingsfile.NOT_FORWARDED`), so the key goes only where the
     server was started to send it, whoever holds the token."""
     env = dict(base)
     for var in FORWARDED_VARS:

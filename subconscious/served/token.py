@@ -9,7 +9,7 @@ import os
 import secrets
 from pathlib import Path
 
-from ..atomic import ensure_dir
+from ..base.atomic import ensure_dir
 
 
 def token_path(state_root: Path) -> Path:

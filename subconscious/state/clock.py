@@ -3,7 +3,7 @@
 A stamp is (wall milliseconds, counter). Every write takes a new stamp that is greater than the
 host's previous stamp and than every stamp it has read, so a host whose wall clock is behind still
 orders its later edits after what it saw. Writes are ordered by (stamp, host): total and the same on
-every machine. Persistence lives in :mod:`subconscious.state.store` (under the host's lock).
+every machine. Persistence lives in :mod:`subconscious.state.store.core` (under the host's lock).
 
 Text form ``<wall>:<count>``: 1 to 16 ASCII digits, a colon, 1 to 9 ASCII digits (:data:`STAMP_RE`,
 the one definition the decoder and the records' fast path share). :func:`tick` only emits stamps of

@@ -28,7 +28,7 @@ from .fs import REAL
 from .jsontext import BOM, Unparseable, loads_state
 from .textforms import has_conflict_markers, split_conflict_sides
 
-from ..atomic import DIR_MODE, FILE_MODE, atomic_write, ensure_dir  # noqa: F401 (re-exported)
+from ..base.atomic import DIR_MODE, FILE_MODE, atomic_write, ensure_dir  # noqa: F401 (re-exported)
 
 QUARANTINE = "quarantine"
 NAME_MAX = 255  # bytes in one file name (ext4, APFS, NTFS in UTF-16 units: no less for our names)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..atomic import DIR_MODE, FILE_MODE, TEMP_PREFIX, _fsync_dir, ensure_dir
+from ..base.atomic import DIR_MODE, FILE_MODE, TEMP_PREFIX, _fsync_dir, ensure_dir
 
 READ_CAP = 64 * 1024 * 1024  # a state file larger than this is refused (a 100,000-entry view is ~12 MiB)
 

@@ -284,7 +284,7 @@ class SessionState:
 
     @property
     def project(self) -> str | None:
-        """The session's project as every machine names it (:mod:`subconscious.project`), kept as ``project``
+        """The session's project as every machine names it (:mod:`subconscious.local.project`), kept as ``project``
         among the extra keys (SessionStart writes it)."""
         value = self._extra_dict().get(PROJECT_KEY)
         return value if isinstance(value, str) else None

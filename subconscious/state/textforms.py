@@ -5,7 +5,7 @@ from __future__ import annotations
 from json.encoder import encode_basestring as _s  # C; keeps non-ASCII as is (ensure_ascii=False)
 from typing import Any
 
-from ..atomic import TEMP_PREFIX  # noqa: F401 - atomic-write temp files (re-exported)
+from ..base.atomic import TEMP_PREFIX  # noqa: F401 - atomic-write temp files (re-exported)
 from .records import canonical
 
 _ENTRY_KEYS = frozenset(("agentId", "conversationId", "hlc", "host"))

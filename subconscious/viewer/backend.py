@@ -199,7 +199,7 @@ class SeeBackend:
 
 def _key_status(home) -> dict:
     from ..commands.key import status_info
-    from ..keys import KeyRing, read_policy
+    from ..privacy.keys import KeyRing, read_policy
 
     store = home.store
     ctx = SimpleNamespace(store=store, ring=home.keyring or KeyRing.load(home.rt.local.keys),

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Collection
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 class SlowFS(RealFS):

@@ -1,5 +1,5 @@
 """An in-process stand-in for one Letta server's conversations, with scripted outcomes per send, for driving
-the worker (subconscious/worker.py) deterministically: no HTTP, no threads, no clock.
+the worker (subconscious/delivery/worker.py) deterministically: no HTTP, no threads, no clock.
 
 ``FakeLetta`` has the calls the worker and tools/loop.py make (list_messages with before/after/order,
 iter_messages, get_run, get_agent, send_message_streaming, send_tool_results) and keeps what a real server

@@ -16,7 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.hooks import run_hook
 from tests.harness.transcripts import Transcript
 

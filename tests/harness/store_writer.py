@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 def main() -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.transcript import build_update, complete_lines
+from subconscious.delivery.transcript import build_update, complete_lines
 from tests.harness.claude_code import REPO_ROOT, read_recordings, write_recording_double
 
 pytestmark = pytest.mark.claude

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.hooks import run_hook as hook
 from tests.harness.transcripts import Transcript
 

@@ -20,11 +20,11 @@ import sys
 import threading
 import time
 
-from subconscious import localsession
+from subconscious.local import sessions as localsession
 from subconscious.letta.messages import content_text
-from subconscious.runtime import runtime
+from subconscious.local.runtime import runtime
 from subconscious.state.records import SessionState
-from subconscious.transcript import complete_lines, parse_line
+from subconscious.delivery.transcript import complete_lines, parse_line
 from tests.harness.fake_letta_conv import FakeLetta
 from tests.harness.fake_letta_http import FakeLettaHTTP
 from tests.harness.sizes import size

@@ -25,11 +25,12 @@ import uuid
 import httpx
 import pytest
 
-from subconscious import localsession, notices
-from subconscious.delivery_plan import update_limit
+from subconscious.local import sessions as localsession
+from subconscious.injection import notices
+from subconscious.delivery.plan import update_limit
 from subconscious.letta.messages import content_text
-from subconscious.transcript import parse_line
-from subconscious.update_xml import CUT_MARK, TRUNCATED
+from subconscious.delivery.transcript import parse_line
+from subconscious.delivery.update_xml import CUT_MARK, TRUNCATED
 from tests.harness.claude_machine import ClaudeMachine
 from tests.harness.fault_proxy import FaultProxy
 

@@ -12,9 +12,9 @@ import uuid
 import httpx
 import pytest
 
-from subconscious.delivery_plan import update_limit
+from subconscious.delivery.plan import update_limit
 from subconscious.letta.messages import content_text
-from subconscious.update_xml import CUT_MARK
+from subconscious.delivery.update_xml import CUT_MARK
 from tests.integration.test_delivery_letta import assert_each_line_once
 from tests.integration.test_faults import MESSAGES, Rig, proxy  # noqa: F401 (proxy: a fixture)
 

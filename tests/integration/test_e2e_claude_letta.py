@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from subconscious import localsession
+from subconscious.local import sessions as localsession
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
 from tests.harness.claude_machine import ClaudeMachine
 from tests.harness.hooks import conversation_messages, said, user_texts

@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.letta_fixtures import FAKE_MODEL_HANDLE, delete_agent, import_agent
 from tests.harness.machines import Machine, machine_env, shared_state
 

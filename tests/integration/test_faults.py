@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from subconscious.state.locks import probe
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.fault_proxy import FaultProxy
 from tests.harness.hooks import conversation_messages
 from tests.harness.transcripts import Transcript

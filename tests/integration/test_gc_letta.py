@@ -26,7 +26,7 @@ def _users(base_url: str, conv: str) -> list[str]:
 def _gc_later(env: dict, minutes: int) -> dict:
     """``gc --older-than 0d --trust-clock`` on the desktop as it would run ``minutes`` from now (a real
     process, the desktop's own runtime; only the plan's clock is moved)."""
-    code = ("import json, time\nfrom subconscious.runtime import runtime\nfrom subconscious.gc import run_gc\n"
+    code = ("import json, time\nfrom subconscious.local.runtime import runtime\nfrom subconscious.sync.gc import run_gc\n"
             "rt = runtime()\n"
             f"r = run_gc(rt.store(), rt.local.root, age_ms=0, now_ms=int(time.time() * 1000) + {minutes} * 60_000, "
             "trust_clock=True)\nprint(json.dumps(r.to_json()))\n")

@@ -53,7 +53,7 @@ def test_fetching_hooks_show_the_agents_note_without_an_http_library(tmp_path, l
             time.sleep(0.5)
     payload = json.loads(shown)["hookSpecificOutput"]
     assert "ECHO" in payload["additionalContext"]  # what the scripted model answered, shown once
-    assert "subconscious.letta.wire" in mods and "subconscious.events.pre_tool" in mods
+    assert "subconscious.letta.wire" in mods and "subconscious.hooks.events.pre_tool" in mods
 
     mods, shown = modules_of_hook(tmp_path, "user-prompt-submit",
                                   {**base, "hook_event_name": "UserPromptSubmit", "prompt": "go on"}, env)

@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from subconscious import localsession, notices
+from subconscious.local import sessions as localsession
+from subconscious.injection import notices
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
 from tests.harness.claude_machine import ClaudeMachine
 from tests.harness.hooks import conversation_messages, said, user_texts

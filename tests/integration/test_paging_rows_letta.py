@@ -14,8 +14,8 @@ import uuid
 import httpx
 import pytest
 
-from subconscious.events.messages import read_pages
-from subconscious.events import pre_tool, prompt
+from subconscious.hooks.events.messages import read_pages
+from subconscious.hooks.events import pre_tool, prompt
 from subconscious.letta.client import LettaClient
 from tests.integration.test_faults import Rig, proxy  # noqa: F401 (proxy: a fixture)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.hooks import conversation_messages, run_hook as hook
 from tests.harness.transcripts import Transcript
 

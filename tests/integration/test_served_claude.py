@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from subconscious.served.autostart import answering
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.claude_code import BASE_PATH, ClaudeRun
 from tests.harness.hooks import conversation_messages
 from tests.harness.letta_server import free_port

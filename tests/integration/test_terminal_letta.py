@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.letta_fixtures import delete_agent, import_agent
 
 pytestmark = pytest.mark.letta

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from subconscious.state.textforms import TEMP_PREFIX
 
 from tests.harness.sizes import size

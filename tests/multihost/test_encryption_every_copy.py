@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.blockcache import load_blocks, store_blocks
-from subconscious.keys import KeyRing
+from subconscious.injection.blockcache import load_blocks, store_blocks
+from subconscious.privacy.keys import KeyRing
 from subconscious.state.seal import Key, SealError, envelope_key_id, open_envelope, seal
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.multihost import test_encryption_hosts as hosts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,7 +217,7 @@ def test_after_a_rotation_the_lost_laptop_cannot_bring_its_key_back(home, caplog
     evil = Store(alpha.home, "mallory", tmp / "m" / "locks", tmp / "m" / "clocks")
     evil.update_session("s-after", lambda cur: cur.evolve(last_block_values={
         "guidance": seal(k1_key, PLANTED, session_id="s-after", label="guidance", version=99)}))
-    with caplog.at_level(logging.WARNING, logger="subconscious.blockcache"):
+    with caplog.at_level(logging.WARNING, logger="subconscious.injection.blockcache"):
         assert alpha.cached("s-after") == {}  # read with a retired key: not shown, and reported
     assert "sealed with a key this home no longer uses" in caplog.text and PLANTED not in caplog.text
 

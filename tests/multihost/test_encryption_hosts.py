@@ -36,10 +36,10 @@ def hook_main(argv: list[str]) -> int:
     import logging
     from dataclasses import asdict
 
-    from subconscious import log as slog
-    from subconscious.blockcache import load_blocks, store_blocks
-    from subconscious.keys import KeyRing
-    from subconscious.runtime import runtime
+    from subconscious.local import log as slog
+    from subconscious.injection.blockcache import load_blocks, store_blocks
+    from subconscious.privacy.keys import KeyRing
+    from subconscious.local.runtime import runtime
 
     action, sid = argv
     rt = runtime()
@@ -186,9 +186,9 @@ def test_rotation_killed_midway_resumes_and_the_other_host_keeps_working(tmp_pat
     assert beta.key("import", stdin=alpha.key("export").stdout).returncode == 0  # beta: old key only
 
     # many cached sessions, written in-process (quicker than a process each)
-    from subconscious.blockcache import load_blocks, store_blocks
-    from subconscious.keys import KeyRing, Policy
-    from subconscious.state.store import Store
+    from subconscious.injection.blockcache import load_blocks, store_blocks
+    from subconscious.privacy.keys import KeyRing, Policy
+    from subconscious.state.store.core import Store
 
     store = Store(alpha.home, "alpha", alpha.local / "locks", alpha.local / "clocks")
     ring = KeyRing.load(alpha.local / "keys")

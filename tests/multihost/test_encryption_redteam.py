@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from subconscious.state.seal import envelope_key_id, open_envelope, seal
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 from .test_encryption_every_copy import PLANTED, SECRETS, Machine, home, set_as  # noqa: F401
 
@@ -123,8 +123,8 @@ def test_an_archive_exported_into_the_home_before_key_init_is_found_and_named(ho
 
 
 def test_a_value_at_the_highest_version_does_not_stop_the_cache_from_being_written():
-    from subconscious.blockcache import open_blocks, seal_blocks
-    from subconscious.keys import Policy
+    from subconscious.injection.blockcache import open_blocks, seal_blocks
+    from subconscious.privacy.keys import Policy
     from subconscious.state.seal import Key
 
     key = Key.generate()
@@ -175,7 +175,7 @@ def test_a_format_1_value_from_a_machine_not_yet_upgraded_is_named_as_such(home,
     old = {"sealed": 1, "alg": "A256GCM", "kid": key.id, "nonce": b64(nonce), "ct": b64(ct)}
     other = Store(alpha.home, "oldhost", tmp / "o" / "locks", tmp / "o" / "clocks")
     other.update_session("s1", lambda cur: cur.evolve(last_block_values={"guidance": old}))
-    with caplog.at_level(logging.WARNING, logger="subconscious.blockcache"):
+    with caplog.at_level(logging.WARNING, logger="subconscious.injection.blockcache"):
         assert alpha.cached("s1") == {}
     assert "upgrade subconscious" in caplog.text and "v-old-host" not in caplog.text
     alpha.cache("s1", {"guidance": "v-old-host"})  # the next write seals it again, versioned, and it is read

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from subconscious.demo.replicas import Network
-from subconscious.state.conflicts import ConflictCopy, Engine, classify
-from subconscious.state.store import Store
+from subconscious.state.conflicts.names import ConflictCopy, Engine, classify
+from subconscious.state.store.core import Store
 from tests.multihost.watchproc import Side, WatchProc
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from subconscious.state.merge import merge_raw
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.gitrepos import Clone, GitWorld
 
 STATE = Path(".letta") / "claude"

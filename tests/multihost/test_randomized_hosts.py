@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from subconscious.demo.replicas import Network
-from subconscious.state.conflicts import ConflictCopy, Engine, classify
+from subconscious.state.conflicts.names import ConflictCopy, Engine, classify
 from subconscious.state.merge import merge_raw
 from subconscious.state.records import SessionState, Setting, later
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 STATE = Path(".letta") / "claude"
 

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ["h1", "h2", "h3", "h4", "h5", "h6"]

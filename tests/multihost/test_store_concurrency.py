@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.sizes import size
 
 ROOT = Path(__file__).resolve().parents[2]

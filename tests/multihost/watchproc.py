@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 class Side:

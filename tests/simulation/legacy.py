@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from subconscious.state import copies as copies_mod
+from subconscious.state.conflicts import copies as copies_mod
 from subconscious.state import files as files_mod
-from subconscious.state import sessions as sessions_mod
+from subconscious.state.sessions import core as sessions_mod
 from subconscious.state.clock import ZERO, Stamp, tick
 from subconscious.state.files import Problem, ReadResult
 
@@ -111,7 +111,7 @@ def legacy_store_class(store_module: types.ModuleType):
     class LegacySimStore(Base):
         def _shard_paths(self):
             names = sorted(n for n in _fs().listdir(self.home / "hosts") if n.endswith(".json"))
-            from subconscious.state.conflicts import is_original
+            from subconscious.state.conflicts.names import is_original
             from subconscious.state.ids import is_host_id
 
             paths = [self.home / "hosts" / n for n in names]
@@ -172,13 +172,13 @@ def patched(fs: SimFS, store_module: types.ModuleType) -> Iterator[None]:
 
 
 def load_store_at(commit: str) -> types.ModuleType:
-    """``subconscious/state/store.py`` as it was at ``commit``, imported beside today's modules (its
+    """``subconscious/state/store/core.py`` as it was at ``commit``, imported beside today's modules (its
     relative imports resolve to today's package)."""
     name = f"subconscious.state._store_{commit}"
     if name in sys.modules:
         return sys.modules[name]
     root = Path(__file__).resolve().parents[2]
-    source = subprocess.run(["git", "show", f"{commit}:subconscious/state/store.py"], cwd=root,
+    source = subprocess.run(["git", "show", f"{commit}:subconscious/state/store/core.py"], cwd=root,
                             capture_output=True, text=True, check=True).stdout
     spec = importlib.util.spec_from_loader(name, loader=None)
     module = importlib.util.module_from_spec(spec)

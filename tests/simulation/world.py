@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from subconscious.state import store as store_module
+from subconscious.state.store import core as store_module
 from subconscious.state.fs import TEMP_PREFIX
 from subconscious.state.records import SessionState
 
@@ -231,7 +231,7 @@ class World:
         """``subconscious gc --older-than age`` on ``host`` (its machine-local dirs are not simulated: nothing
         of this machine is in use)."""
         def fn():
-            from subconscious.gc import run_gc
+            from subconscious.sync.gc import run_gc
 
             st = self.stores[host]
             # every host idle for the whole age (the scenarios' "40 days pass"): the clock is trusted, as

@@ -11,7 +11,7 @@ import statistics
 import time
 
 from subconscious.state import clock
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 def test_a_crafted_ahead_record_costs_a_read_what_the_home_holds_not_what_the_record_names(tmp_path, monkeypatch):

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from subconscious import archive
-from subconscious.archive import ArchiveError, collect, import_into, read_archive, write_archive
-from subconscious.blockcache import seal_blocks
-from subconscious.keys import Policy
+from subconscious.sync import archive
+from subconscious.sync.archive import ArchiveError, collect, import_into, read_archive, write_archive
+from subconscious.injection.blockcache import seal_blocks
+from subconscious.privacy.keys import Policy
 from subconscious.state.records import SessionState
 from subconscious.state.seal import Key, is_envelope
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 K1 = Key(bytes([1]) * 32)
 

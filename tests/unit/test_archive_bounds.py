@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from subconscious import archive
-from subconscious.archive import ArchiveError, read_archive, write_archive
+from subconscious.sync import archive
+from subconscious.sync.archive import ArchiveError, read_archive, write_archive
 from subconscious.state.clock import ALLOWED_SKEW_MS
 from subconscious.state.records import SessionState
 

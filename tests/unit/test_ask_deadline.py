@@ -16,7 +16,8 @@ import anyio
 import pytest
 
 from subconscious.letta.errors import LettaTimeoutError
-from subconscious.see import SeeHome, ask as see_ask
+from subconscious.see import SeeHome
+from subconscious.see import ask as see_ask
 
 AGENT = "agent-00000000-0000-4000-8000-0000000000a5"
 LIMIT = 1.5
@@ -147,7 +148,7 @@ def test_ask_ends_at_its_total_limit_whatever_the_stream_sends(tmp_path, stream)
 def test_the_mcp_tool_ends_at_the_limit_and_says_so_to_the_model(tmp_path):
     from mcp import Client
 
-    from subconscious.mcpserver import build_server
+    from subconscious.mcp.server import build_server
 
     srv = Server("keep-alive comments")
     try:

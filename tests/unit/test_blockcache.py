@@ -1,4 +1,4 @@
-"""The block cache (subconscious.blockcache) on a real store: sealed when the home says so, never
+"""The block cache (subconscious.injection.blockcache) on a real store: sealed when the home says so, never
 churned, never downgraded to plain text, and "not cached" when it cannot be opened."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.blockcache import (
+from subconscious.injection.blockcache import (
     encryption_findings,
     load_blocks,
     open_blocks,
@@ -20,9 +20,9 @@ from subconscious.blockcache import (
     seal_blocks,
     store_blocks,
 )
-from subconscious.keys import Policy, write_policy
+from subconscious.privacy.keys import Policy, write_policy
 from subconscious.state.seal import Key, envelope_key_id, is_envelope
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 K1, K2 = Key(bytes([1]) * 32), Key(bytes([2]) * 32)
 ON1, ON2, OFF = Policy(True, K1.id), Policy(True, K2.id), Policy(False)
@@ -151,7 +151,7 @@ def test_a_host_without_the_key_sees_not_cached_and_keeps_the_ciphertext(tmp_pat
     sealed = alpha.session_path("s1").read_bytes()
     beta = make_store(tmp_path, "beta")  # same home, no key
     assert load_blocks(beta, {}, "s1") == {}
-    logger, handler = logging.getLogger("subconscious.blockcache"), _Records()
+    logger, handler = logging.getLogger("subconscious.injection.blockcache"), _Records()
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.DEBUG)  # not `logger.level =`: that keeps isEnabledFor's cache from an earlier test
@@ -283,7 +283,7 @@ def test_doctor_findings(tmp_path):
 
 
 def test_doctor_flags_a_key_ring_inside_the_synced_home(tmp_path):
-    from subconscious.keys import KeyRing
+    from subconscious.privacy.keys import KeyRing
 
     store = make_store(tmp_path)
     ring = KeyRing.load(tmp_path / "home" / "keys")  # e.g. SUBCONSCIOUS_STATE_DIR under LETTA_HOME

@@ -15,9 +15,9 @@ from hypothesis import given, settings, strategies as st
 
 from subconscious.state.bounds import over_bound, winners_beyond
 from subconscious.state.clock import ALLOWED_SKEW_MS, FOLLOW_MS, MAX, Stamp, bound, wall_ms
-from subconscious.state.conflicts import Engine, make_copy_name
+from subconscious.state.conflicts.names import Engine, make_copy_name
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 FAR = MAX.encode()  # 9999999999999999:999999999
 

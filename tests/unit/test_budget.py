@@ -1,4 +1,4 @@
-"""Daily budgets (subconscious/budget.py, delivery_plan.py): caps per machine and across machines, counters
+"""Daily budgets (subconscious/delivery/budget.py, delivery_plan.py): caps per machine and across machines, counters
 that merge safely in a shared home (each host writes only its own key; the total is the sum), and an update
 over a cap summarised — counts, no transcript text — under the same delivery key."""
 from __future__ import annotations
@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, strategies as st
 
-from subconscious import budget
-from subconscious.budget import Caps, Usage
-from subconscious.delivery_plan import Budget, plan_update
-from subconscious.localstate import Host
-from subconscious.state.store import Store
-from subconscious.transcript import build_update
+from subconscious.delivery import budget
+from subconscious.delivery.budget import Caps, Usage
+from subconscious.delivery.plan import Budget, plan_update
+from subconscious.local.identity import Host
+from subconscious.state.store.core import Store
+from subconscious.delivery.transcript import build_update
 
 DAY = "2026-12-01"
 

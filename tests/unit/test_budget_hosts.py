@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious import budget
+from subconscious.delivery import budget
 
 N_HOSTS, CAP, ROUNDS = 3, 2500, 3
 WORDS = "the build uses make and the deploy goes through fly with a staging step first"
@@ -34,8 +34,9 @@ def _host(tmp: str, host: str, overflow: str, barrier, out, lag: bool = False) -
     env = _env(Path(tmp), host, overflow, lag)
     os.environ.clear()
     os.environ.update(env)
-    from subconscious import localsession, worker
-    from subconscious.runtime import runtime
+    from subconscious.local import sessions as localsession
+    from subconscious.delivery import worker
+    from subconscious.local.runtime import runtime
     from tests.harness.fake_letta_conv import FakeLetta
     from tests.harness.transcripts import Transcript
 
@@ -160,8 +161,8 @@ def test_tomorrow_the_deferred_lines_go_and_nothing_is_sent_twice(tmp_path, monk
     monkeypatch.setattr(budget.time, "time", lambda real=time.time: real() + 86_400)  # the next UTC day
     for k, v in _env(tmp_path, g["host"], "defer").items():
         monkeypatch.setenv(k, v)
-    from subconscious import worker
-    from subconscious.runtime import runtime
+    from subconscious.delivery import worker
+    from subconscious.local.runtime import runtime
     from tests.harness.fake_letta_conv import FakeLetta
 
     rt = runtime()
@@ -200,9 +201,10 @@ def test_summarise_mode_lists_what_was_summarised_for_good(tmp_path):
 def test_a_server_that_fails_before_the_send_leaves_no_reservation_behind(tmp_path, monkeypatch):
     """The worker reserves, then asks the server for the conversation's newest message before it sends: a
     server down at that moment sent nothing, so nothing stays reserved (it held the budget for 30 minutes)."""
-    from subconscious import localsession, worker
+    from subconscious.local import sessions as localsession
+    from subconscious.delivery import worker
     from subconscious.letta.errors import LettaConnectionError
-    from subconscious.runtime import runtime
+    from subconscious.local.runtime import runtime
     from tests.harness.fake_letta_conv import FakeLetta
     from tests.harness.transcripts import Transcript
 
@@ -238,8 +240,9 @@ def test_a_refused_send_gives_its_reservation_back_one_that_may_have_arrived_cou
     """Connection refused: nothing reached the server, the reservation goes back. A lost reply (the run
     completed) or a failed run (the server stored the message): it may have arrived, so it counts — were
     it released, the next run would find it delivered and it would never count (the cap passed unseen)."""
-    from subconscious import localsession, worker
-    from subconscious.runtime import runtime
+    from subconscious.local import sessions as localsession
+    from subconscious.delivery import worker
+    from subconscious.local.runtime import runtime
     from tests.harness.fake_letta_conv import FakeLetta
     from tests.harness.transcripts import Transcript
 

@@ -11,11 +11,11 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.state import copies
-from subconscious.state.listcache import unusual
-from subconscious.state.conflicts import ConflictCopy, Engine, classify, make_copy_name
-from subconscious.state.publish import displaced_names, displaced_prefix
-from subconscious.state.session_reading import Listing, SessionReading, _sid_of
+from subconscious.state.conflicts import copies
+from subconscious.state.sessions.listcache import unusual
+from subconscious.state.conflicts.names import ConflictCopy, Engine, classify, make_copy_name
+from subconscious.state.store.publish import displaced_names, displaced_prefix
+from subconscious.state.sessions.reading import Listing, SessionReading, _sid_of
 
 _SEP = re.compile(r"[-_]")
 

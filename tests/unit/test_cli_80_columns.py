@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from subconscious.state.conflicts import Engine, make_copy_name
+from subconscious.state.conflicts.names import Engine, make_copy_name
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 def run(verb: str, *args: str, env: dict, cwd: Path, columns: int = 80) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import assume, given, settings, strategies as st
 
 from subconscious.state.clock import ALLOWED_SKEW_MS, FOLLOW_MS, Stamp
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 T0 = 1_800_000_000_000  # a fixed "real" time; each host's clock is T0 + its skew + the steps taken
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from subconscious.state import conflicts
-from subconscious.state.conflicts import (
+from subconscious.state.conflicts import names as conflicts
+from subconscious.state.conflicts.names import (
     WEAK_ENGINES,
     ConflictCopy,
     Engine,

@@ -1,11 +1,11 @@
-"""subconscious.context: what Claude Code is shown, by mode and hook."""
+"""subconscious.injection.context: what Claude Code is shown, by mode and hook."""
 
 from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
 
-from subconscious.context import (AgentMessage, Block, block_diff, changed_blocks, format_memory_update,
+from subconscious.injection.context import (AgentMessage, Block, block_diff, changed_blocks, format_memory_update,
                                   new_messages, pre_tool_injection, prompt_injection)
 
 # As the Letta conversation messages API returns them: newest first, mixed types.
@@ -127,7 +127,7 @@ def test_dataclass_and_dict_inputs_agree():
 
 
 def test_tag_names_are_fixed():
-    from subconscious.context import TAG_NAMES
+    from subconscious.injection.context import TAG_NAMES
     from tests.unit.test_context_tags_attack import OURS
 
     assert TAG_NAMES == OURS

@@ -1,4 +1,4 @@
-"""Property tests for subconscious.context: block diffs, message cut-off, well-formed output."""
+"""Property tests for subconscious.injection.context: block diffs, message cut-off, well-formed output."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from hypothesis import given
 from hypothesis import strategies as st
 
-from subconscious.context import (AgentMessage, Block, block_diff, changed_blocks, escape, new_messages,
+from subconscious.injection.context import (AgentMessage, Block, block_diff, changed_blocks, escape, new_messages,
                                   pre_tool_injection, prompt_injection)
 
 line = st.text(st.sampled_from("abc \t-+<&"), max_size=6)

@@ -10,9 +10,9 @@ import xml.etree.ElementTree as ET
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.context import Block, pre_tool_injection, prompt_injection
+from subconscious.injection.context import Block, pre_tool_injection, prompt_injection
 
-# the only tags we emit (subconscious.context.TAG_NAMES; spelled out so this test runs on older code too)
+# the only tags we emit (subconscious.injection.context.TAG_NAMES; spelled out so this test runs on older code too)
 OURS = {"letta_message", "instruction", "letta_context", "letta_memory_blocks", "letta_memory_block",
         "letta_memory_update", "letta_update"}
 COMMENTS = {"<!-- memory blocks changed since they were last shown (diff) -->", "<!-- no memory blocks -->"}

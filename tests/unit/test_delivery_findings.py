@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from subconscious import localsession, worker
+from subconscious.local import sessions as localsession
+from subconscious.delivery import worker
 from subconscious.state.records import SessionState
-from subconscious.transcript import build_update, complete_lines, parse_line, xml_escape
+from subconscious.delivery.transcript import build_update, complete_lines, parse_line, xml_escape
 from tests.harness.fake_letta_conv import FakeLetta, FakeStore, fake_runtime
 from tests.harness.transcripts import Transcript
 
@@ -19,7 +20,7 @@ SID = "find-1"
 @pytest.fixture(autouse=True)
 def no_sleep(monkeypatch):
     monkeypatch.setattr(worker.time, "sleep", lambda s: None)
-    from subconscious.tools import loop
+    from subconscious.agent_tools import loop
     monkeypatch.setattr(loop.time, "sleep", lambda s: None)
 
 
@@ -98,7 +99,7 @@ def test_the_pending_payload_is_not_kept_in_the_local_session_file(world):
 
 
 def test_a_failed_last_delivery_is_retried_without_a_stop(world, monkeypatch):
-    from subconscious import spawn
+    from subconscious.delivery import spawn
 
     world.tr.user("last words").assistant("bye")
     world.server.script = ["conflict"] * 4  # 409s that outlast the worker's retries, on the session's last Stop
@@ -116,7 +117,7 @@ def test_a_failed_last_delivery_is_retried_without_a_stop(world, monkeypatch):
 
 
 def test_an_interrupted_turn_is_delivered_without_its_stop(world, monkeypatch):
-    from subconscious import spawn
+    from subconscious.delivery import spawn
 
     started = []
     monkeypatch.setattr(spawn, "spawn_worker", lambda sid, cwd=None: started.append(sid) or 1)
@@ -196,7 +197,7 @@ def test_temp_files_of_killed_writers_are_swept(world):
     stale.write_text("x")
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
     # issue 25: also those a notice writer (a hook at its deadline) left in the session's notices dir
-    from subconscious import notices
+    from subconscious.injection import notices
 
     notices.add(world.sessions, SID, "compacted", 0, trigger="auto", summary="kept")
     stale_notice = world.sessions / "notices" / SID / ".subconscious-tmp-def"
@@ -214,7 +215,7 @@ def test_a_stop_keeps_no_payload_in_the_local_session_file(tmp_path):
     import json
     import os
 
-    from subconscious.state.store import Store
+    from subconscious.state.store.core import Store
     from tests.harness.hooks import run_hook
 
     home, local, project = tmp_path / "lh", tmp_path / "local", tmp_path / "proj"
@@ -245,7 +246,7 @@ def test_a_run_left_running_past_the_age_limit_is_re_delivered_by_reference(worl
     """Issue 25: a run left ``running`` (the server restarted mid-run: it never ends) blocked the session
     forever. Past the age limit it is judged stuck and re-delivered by reference (its text not repeated);
     the lines after it follow."""
-    from subconscious import delivery_turns
+    from subconscious.delivery import turns as delivery_turns
 
     world.tr.user("one").assistant("two")
     world.server.script = ["timeout_running"]
@@ -272,7 +273,7 @@ def test_a_turn_armed_while_the_previous_turns_worker_runs_keeps_its_marker(worl
     """Issue 25: the previous turn's worker cleared the marker the new prompt armed while it was sending, so
     a turn with no Stop (the user interrupts) was never picked up. A marker armed after the worker began
     stays; one armed before it (what it read covers) goes."""
-    from subconscious import spawn
+    from subconscious.delivery import spawn
 
     monkeypatch.setattr(spawn, "spawn_worker", lambda sid, cwd=None: 1)
     world.tr.user("turn one").assistant("done")
@@ -294,7 +295,7 @@ def test_a_turn_armed_while_the_previous_turns_worker_runs_keeps_its_marker(worl
 def test_the_retry_marker_of_a_gone_session_is_dropped_with_a_reason(world, monkeypatch, caplog):
     """Issue 25: a retry marker whose session record is gone re-armed every 15 s forever (a worker started
     for it at every pickup). The worker drops it and says why."""
-    from subconscious import spawn
+    from subconscious.delivery import spawn
 
     started = []
     monkeypatch.setattr(spawn, "spawn_worker", lambda sid, cwd=None: started.append(sid) or 1)
@@ -333,7 +334,7 @@ def test_a_rebuilt_session_file_judges_from_its_newest_mark_in_a_long_conversati
 
 def _stuck_world(world):
     """A run left running whose server restarted under it (it never ends), past the age limit."""
-    from subconscious import delivery_turns
+    from subconscious.delivery import turns as delivery_turns
 
     world.server.busy = lambda: False
 
@@ -393,7 +394,7 @@ def test_a_notice_reaches_the_agent_once_whatever_file_operation_the_worker_is_k
     store writes in turn, then run again: the compaction notice and every line reach the agent once."""
     import os
 
-    from subconscious import notices
+    from subconscious.injection import notices
 
     real = {name: getattr(os, name) for name in ("replace", "rename", "unlink", "link")}
     update = FakeStore.update_session

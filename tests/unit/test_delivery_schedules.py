@@ -8,7 +8,7 @@ lost after a long turn, a worker dying mid-turn) — any send, tool results too,
 fake pages by rows as Letta 0.16.8 does (limit counts rows, message-less rows among them) and the worker
 lists through the real client's paging. The worker's own bound is used (the agent's context window as
 the fake reports it: production's ``update_limit``), never a test's max_chars. The real worker
-(subconscious/worker.py) and the real tool loop run in-process against the fake server. After the schedule
+(subconscious/delivery/worker.py) and the real tool loop run in-process against the fake server. After the schedule
 the retries run until nothing is pending. The oracle, per content line of the transcript:
 
 - the agent's turns that COMPLETED OK on it (the update, or its re-delivery by reference): exactly once;
@@ -27,10 +27,11 @@ import time
 
 import pytest
 
-from subconscious import localsession, worker
+from subconscious.local import sessions as localsession
+from subconscious.delivery import worker
 from subconscious.state.records import SessionState
 from subconscious.letta.messages import content_text
-from subconscious.transcript import complete_lines, parse_line
+from subconscious.delivery.transcript import complete_lines, parse_line
 from tests.harness.fake_letta_conv import FakeLetta, FakeStore, fake_runtime
 from tests.harness.sizes import size
 from tests.harness.transcripts import Transcript
@@ -45,7 +46,7 @@ WINDOW = 4_000  # the agent's context window (tokens) the fake reports: producti
 @pytest.fixture(autouse=True)
 def no_sleep(monkeypatch):
     monkeypatch.setattr(worker.time, "sleep", lambda s: None)
-    from subconscious.tools import loop
+    from subconscious.agent_tools import loop
     monkeypatch.setattr(loop.time, "sleep", lambda s: None)
 
 

@@ -12,13 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from subconscious import localsession, notices, worker
-from subconscious.delivery_plan import update_limit
+from subconscious.local import sessions as localsession
+from subconscious.injection import notices
+from subconscious.delivery import worker
+from subconscious.delivery.plan import update_limit
 from subconscious.letta.errors import LettaHTTPError
 from subconscious.letta.messages import content_text
 from subconscious.state.records import SessionState
-from subconscious.transcript import Insert, Message, build_update, complete_lines, parse_line, xml_escape
-from subconscious.update_xml import CUT_MARK
+from subconscious.delivery.transcript import Insert, Message, build_update, complete_lines, parse_line, xml_escape
+from subconscious.delivery.update_xml import CUT_MARK
 from tests.harness.fake_letta_conv import FakeLetta, FakeStore, fake_runtime
 from tests.harness.transcripts import Transcript
 
@@ -125,7 +127,7 @@ def test_a_lagging_answer_of_200_kb_stays_within_the_bound(tmp_path):
     w = World(tmp_path)
     w.tr.user("write a lot")
     answer = "the answer <&> " * 14_000  # 210k characters, in the Stop hook's input only
-    from subconscious.transcript import answer_digest
+    from subconscious.delivery.transcript import answer_digest
     d = answer_digest(answer)
     notices.add(w.sessions, SID, "answer", w.tr.line_count(), key="answer-" + d, digest=d,
                 text=answer[:notices.ANSWER_CUT])
@@ -252,7 +254,7 @@ def test_the_extreme_cases_of_the_issue_hold_in_the_plan():
 
 
 def test_an_entry_whose_element_alone_is_over_the_room_still_leaves_a_visible_marker():
-    from subconscious.update_xml import fit_messages, message_size
+    from subconscious.delivery.update_xml import fit_messages, message_size
     msgs = [Message("subagent", "report", '"' * 200)]  # an attribute 1,200 characters long escaped
     out = fit_messages(msgs, 500)
     assert sum(message_size(m) for m in out) <= 500 and len(out) == 1 and MARK in out[0].text
@@ -279,7 +281,7 @@ def test_a_small_bound_is_held_or_refused_with_a_clear_message_never_exceeded(li
     """Below ~1,300 characters the bound could be exceeded: the envelope (~760 characters) was not counted
     against a floor of 500 for text. Now every update is within the bound, or the bound is refused, saying
     what it would need."""
-    from subconscious.transcript import BoundTooSmall
+    from subconscious.delivery.transcript import BoundTooSmall
 
     cursor = -1
     for _ in range(200):

@@ -9,7 +9,8 @@ counted the updates holding the words ``Noted <tag>.`` and got two. Answers are 
 """
 from __future__ import annotations
 
-from subconscious import localsession, worker
+from subconscious.local import sessions as localsession
+from subconscious.delivery import worker
 from subconscious.state.records import SessionState
 from tests.harness.fake_letta_conv import FakeLetta, FakeStore, fake_runtime
 from tests.harness.hooks import times_said, user_texts

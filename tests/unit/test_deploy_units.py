@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from subconscious.state.conflicts import Engine, make_copy_name
-from subconscious.state.store import Store
+from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.store.core import Store
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "systemd" / "subconscious-watch.service"

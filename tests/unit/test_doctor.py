@@ -16,9 +16,9 @@ import pytest
 
 from subconscious.doctor.checks import diagnose
 from subconscious.doctor.findings import KINDS
-from subconscious.state.conflicts import Engine, make_copy_name
+from subconscious.state.conflicts.names import Engine, make_copy_name
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from subconscious.state.textforms import dumps_canonical
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ class Home:
 def tree(root: Path, read_caches: bool = True) -> dict[str, tuple]:
     """Every file and directory under ``root`` with its bytes' digest, mode and mtime. ``read_caches=False``:
     without the machine-local read caches (``local-<host>/cache/``, what a bulk read found last time, see
-    subconscious/state/sessioncache.py) and so without the time of the directory that holds them (a name
+    subconscious/state/sessions/cache.py) and so without the time of the directory that holds them (a name
     created or removed beside them still shows)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):

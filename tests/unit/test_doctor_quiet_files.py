@@ -1,4 +1,4 @@
-"""Issue 24 item 5: doctor's record of the files it found nothing in (subconscious/state/sessioncache.py's
+"""Issue 24 item 5: doctor's record of the files it found nothing in (subconscious/state/sessions/cache.py's
 QuietFiles): a session view without a problem, a file without anything of the block cache. Such a file is
 not read again while its identity is unchanged; what doctor reports must be what it reports without the
 record, whatever happened to the files. The file times are the model of test_session_cache (a 2 s tick
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subconscious.doctor.checks import _sessions
-from subconscious.homeseal import scan_home
+from subconscious.privacy.homeseal import scan_home
 
 from .test_session_cache import SIDS, TICK, World
 
@@ -27,7 +27,7 @@ def view_findings(world: World, cached: bool = True) -> tuple:
 
 
 def scanned(world: World, cached: bool = True) -> list:
-    from subconscious.state.sessioncache import QuietFiles
+    from subconscious.state.sessions.cache import QuietFiles
 
     store = world.store(cached)
     quiet = QuietFiles(store.fs, store.home, world.local / "cache", "scan") if cached else None

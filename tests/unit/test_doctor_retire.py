@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import DAY_MS
+from subconscious.state.store.core import DAY_MS
 
 from .test_doctor import Home
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from subconscious.state.filemerge import (
+from subconscious.state.conflicts.filemerge import (
     SESSION,
     SHARD,
     VIEW,

@@ -6,7 +6,7 @@ floor newer than now - retention + allowed skew is no floor: ignored, reported, 
 import json
 
 from subconscious.state.clock import wall_ms
-from subconscious.state.store import open_store
+from subconscious.state.store.core import open_store
 
 COPY = "hostb.sync-conflict-20261202-010101-EVILAAA.json"
 

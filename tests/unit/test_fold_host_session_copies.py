@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 import os
 
-from subconscious.state.conflicts import Engine, make_copy_name
+from subconscious.state.conflicts.names import Engine, make_copy_name
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
-from subconscious.watcher import Watcher
+from subconscious.state.store.core import Store
+from subconscious.sync.watcher import Watcher
 
 
 def _host_session_with_an_older_version(home, local, sid):

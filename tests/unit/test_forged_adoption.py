@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from subconscious.state.order import adoption_digest
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 def test_a_forged_adoption_record_hiding_upstreams_entry_is_reported(tmp_path):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from subconscious import hookrun
-from subconscious.state.store import Store, StoreError
+from subconscious.hooks import run as hookrun
+from subconscious.state.store.core import Store, StoreError
 
 BATCH = 4  # inputs drawn per hypothesis example where a case is cheap (drawing is most of the time)
 HOOK_CASES = 2_152  # per hook: 8,608 over the four (a multiple of BATCH)
@@ -46,7 +46,7 @@ def world(tmp_path_factory):
     for k in saved:
         os.environ.pop(k, None)
     os.environ.update(env)
-    from subconscious import spawn
+    from subconscious.delivery import spawn
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(spawn, "spawn_worker", lambda *a, **k: None)  # never start a worker from a test process

@@ -9,11 +9,11 @@ import shutil
 import time
 from pathlib import Path
 
-from subconscious import localsession
-from subconscious.gc import run_gc
+from subconscious.local import sessions as localsession
+from subconscious.sync.gc import run_gc
 from subconscious.state.records import SessionState
-from subconscious.state.retention import DAY_MS, parse_age
-from subconscious.state.store import Store
+from subconscious.state.store.retention import DAY_MS, parse_age
+from subconscious.state.store.core import Store
 
 NOW = int(time.time() * 1000)
 OLD = NOW - 40 * DAY_MS
@@ -124,7 +124,7 @@ def test_a_session_a_process_is_still_working_on_is_kept_even_with_0d(tmp_path):
     idle = localsession.LocalSession("idle", cwd="/x")
     localsession.save(sessions_dir, idle)
     os.utime(localsession.path_for(sessions_dir, "idle"), (OLD / 1000, OLD / 1000))
-    from subconscious import notices
+    from subconscious.injection import notices
 
     notices.add(sessions_dir, "idle", "subagent", 3, text="an old subagent's report")  # never delivered
     os.utime(localsession.path_for(sessions_dir, "idle"), (OLD / 1000, OLD / 1000))
@@ -193,8 +193,8 @@ def test_watch_runs_gc_once_a_day(tmp_path):
     import logging
     import threading
 
-    from subconscious.gc import daily
-    from subconscious.watcher import Watcher
+    from subconscious.sync.gc import daily
+    from subconscious.sync.watcher import Watcher
 
     session(store(tmp_path, "alpha", at=OLD), "s1", 1)
     local = tmp_path / "local-alpha"
@@ -293,7 +293,7 @@ def test_gc_leaves_a_retirement_record_with_the_conversation_and_the_cursor(tmp_
 def _conversation_for(tmp_path, agent: str):
     from types import SimpleNamespace
 
-    from subconscious.events.session_start import conversation_for
+    from subconscious.hooks.events.session_start import conversation_for
 
     made = []
     client = SimpleNamespace(create_conversation=lambda a: made.append(a) or {"id": "conv-new"})
@@ -331,8 +331,8 @@ def test_lines_still_due_on_the_laptop_when_the_desktop_retired_the_session_go_t
     """The laptop's server was down for an hour: its lines wait behind a retry marker (which only the laptop
     sees) and the session's last write is an hour old, so the desktop's gc retires it. The laptop's next
     worker run (no hook needed) brings it back in the same conversation and sends only the waiting lines."""
-    from subconscious import worker
-    from subconscious.runtime import runtime
+    from subconscious.delivery import worker
+    from subconscious.local.runtime import runtime
     from tests.harness.fake_letta_conv import FakeLetta
     from tests.harness.transcripts import Transcript
 

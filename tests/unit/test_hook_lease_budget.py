@@ -18,10 +18,10 @@ import time
 import types
 from pathlib import Path
 
-from subconscious.log import setup
+from subconscious.local.log import setup
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
-from subconscious.state.viewlock import lock_path
+from subconscious.state.store.core import Store
+from subconscious.state.store.viewlock import lock_path
 
 
 def test_session_end_records_its_end_while_another_holder_keeps_the_lease(tmp_path):
@@ -71,8 +71,8 @@ def test_session_end_records_its_end_while_another_holder_keeps_the_lease(tmp_pa
 
 def test_the_deadline_line_is_logged_even_inside_the_first_records_import(tmp_path, monkeypatch, capsys):
     logger = setup(tmp_path / "logs", name="deadline")
-    partial = types.ModuleType("subconscious.redact")  # as while `from .redact import redact` runs
-    monkeypatch.setitem(sys.modules, "subconscious.redact", partial)
+    partial = types.ModuleType("subconscious.privacy.redact")  # as while `from .redact import redact` runs
+    monkeypatch.setitem(sys.modules, "subconscious.privacy.redact", partial)
     logger.warning("hook %s: gave up after %.1f s (deadline)", "session-end", 1.2, extra={"fixed_text": True})
     logger.warning("token=sk-secretsecretsecret in a line the rules would redact")
     for h in logger.handlers:

@@ -1,4 +1,4 @@
-"""The fetching PreToolUse and UserPromptSubmit when the agent said nothing new (subconscious/hotfetch.py):
+"""The fetching PreToolUse and UserPromptSubmit when the agent said nothing new (subconscious/hooks/fetch_shortcut.py):
 real hook processes after a real SessionStart, against the fake Letta server of test_injection_hooks.
 
 - nothing new since the watermark (only the user's lines and reasoning): each hook makes its one request,
@@ -18,8 +18,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious import claims, hotfetch
-from subconscious.context_messages import look_back
+from subconscious.hooks import claims, fetch_shortcut as hotfetch
+from subconscious.injection.messages import look_back
 from tests.unit.test_hot_path_imports import HOOK, loaded
 from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fake server fixture
 
@@ -71,7 +71,7 @@ def test_nothing_new_takes_one_request_and_no_state_module(tmp_path, letta):
 
     os.utime(marker, (time.time() - 1,) * 2)  # a retry is due: the prompt's full path picks it up
     mods, out = run(s, "user-prompt-submit")
-    assert out == "" and "subconscious.spawn" in mods
+    assert out == "" and "subconscious.delivery.spawn" in mods
     assert marker.stat().st_mtime > time.time() + 10  # claimed by the worker it started
 
 
@@ -84,7 +84,7 @@ def test_a_new_note_is_shown_exactly_once(tmp_path, letta):
 
     mods, out = run(s, "pre-tool-use")
     assert out.count("a fresh note") == 1 and "the first note" not in out
-    assert "subconscious.events.pre_tool" in mods  # the full path showed it
+    assert "subconscious.hooks.events.pre_tool" in mods  # the full path showed it
 
     assert claims.take_fetch(shown_dir, s.sid, 0, int(time.time() * 1000) - 10_000)
     mods, out = run(s, "pre-tool-use")
@@ -95,7 +95,7 @@ def test_a_new_note_is_shown_exactly_once(tmp_path, letta):
 
 
 def test_the_page_sizes_are_the_full_paths():
-    from subconscious.events import pre_tool, prompt
+    from subconscious.hooks.events import pre_tool, prompt
 
     assert (hotfetch.PRE_TOOL_PAGE, hotfetch.PROMPT_PAGE) == (pre_tool.PAGE, prompt.PAGE)
 

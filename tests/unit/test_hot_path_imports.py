@@ -13,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-from subconscious import claims
+from subconscious.hooks import claims
 
 ROOT = Path(__file__).resolve().parents[2]
 # A hook process as the console script starts it, reporting the modules it loaded beyond the interpreter's
@@ -29,10 +29,10 @@ atexit.register(dump)
 {body}
 """
 HOOK = "from subconscious.cli import main\nsys.exit(main(sys.argv[2:]))"
-ALLOWED_OURS = {"subconscious", "subconscious.cli", "subconscious.hotpath", "subconscious.fastjson"}
-NEVER = {"subconscious.state.store", "subconscious.hookrun", "subconscious.pipeline", "subconscious.localstate",
+ALLOWED_OURS = {"subconscious", "subconscious.cli", "subconscious.hotpath", "subconscious.hooks", "subconscious.hooks.fastjson"}
+NEVER = {"subconscious.state.store.core", "subconscious.hooks.run", "subconscious.hooks.pipeline", "subconscious.local.identity",
          "subconscious.letta.lite", "subconscious.letta.client", "httpx", "logging", "platformdirs", "dataclasses",
-         "argparse", "pathlib", "socket", "urllib.request", "subconscious.claims"}
+         "argparse", "pathlib", "socket", "urllib.request", "subconscious.hooks.claims"}
 
 
 def loaded(tmp: Path, body: str, argv: list[str], stdin: str, env: dict) -> tuple[set[str], subprocess.CompletedProcess]:
@@ -88,13 +88,13 @@ def test_the_ttl_over_runs_the_full_hook(tmp_path):
 
     assert proc.stdout == ""
     assert claims.state(local / "shown", sid)["fetch_ms"] > before
-    assert "subconscious.events.pre_tool" in mods
+    assert "subconscious.hooks.events.pre_tool" in mods
 
 
 def test_the_shortcut_finds_the_state_dir_platformdirs_finds(tmp_path):
     """Without SUBCONSCIOUS_STATE_DIR the shortcut must read the same claims file the full path writes."""
     from subconscious.hotpath import state_dir
-    from subconscious.localstate import default_state_dir
+    from subconscious.local.identity import default_state_dir
 
     saved = {k: os.environ.get(k) for k in ("XDG_STATE_HOME", "HOME")}
     try:

@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 from subconscious.config import ConfigError, expand_letta_home, load_settings
 from subconscious.state.ids import InvalidIdentifier, check_host_id, check_session_id
-from subconscious.state.store import session_file_name
+from subconscious.state.store.core import session_file_name
 
 HOSTILE = ["../x", "..", "a/b", "a\\b", "a\x00b", "", " ", ".hidden", "x" * 129, "a b", "é", "-lead", None, 5]
 

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 from hypothesis import given, settings, strategies as st
 
-from subconscious.context import INJECTION_CAP, Block, escape, pre_tool_injection, prompt_injection
+from subconscious.injection.context import INJECTION_CAP, Block, escape, pre_tool_injection, prompt_injection
 
 text = st.one_of(st.text(max_size=60), st.builds(lambda c, n: c * n, st.sampled_from("ab<&\n é"),
                                                    st.integers(0, 25_000)))

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from subconscious import hookrun, localsession
+from subconscious.hooks import run as hookrun
+from subconscious.local import sessions as localsession
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 from tests.harness.fake_letta import AGENT, FakeLetta
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,7 +202,7 @@ def test_a_hook_that_dies_before_printing_loses_no_note(tmp_path, letta):
     assert s.in_process("pre-tool-use", stdout=DiesOnWrite()) == ""
     d = tmp_path / "local" / "shown"
     if d.exists():  # in-process the claim's owner (this pid) lives on: release it as a dead process's would be
-        from subconscious import claims
+        from subconscious.hooks import claims
 
         st = claims.state(d, s.sid)
         assert not st["printed"]
@@ -218,7 +219,7 @@ class Killed:  # the process dies (its deadline, SIGKILL) the moment it would pr
         os._exit(0)
     def flush(self):
         os._exit(0)
-from subconscious import hookrun
+from subconscious.hooks import run as hookrun
 sys.exit(hookrun.run("pre-tool-use", stdin=sys.stdin, stdout=Killed()))
 """
 
@@ -346,7 +347,7 @@ def test_a_moved_cwd_keeps_the_session_home(tmp_path, letta):
     assert not (sub / ".letta").exists(), "a stray .letta/claude in the subdirectory"
     local = localsession.load(tmp_path / "local" / "sessions", s.sid)
     assert local.home == str(s.project)
-    from subconscious.pipeline import session_runtime
+    from subconscious.hooks.pipeline import session_runtime
 
     rt, _ = session_runtime(s.sid, s.env, cwd=str(sub))  # what the worker is to use
     assert rt.settings.letta_home == s.project
@@ -357,7 +358,7 @@ def test_the_worker_delivers_to_the_home_recorded_at_session_start(tmp_path, let
     cwd) in a subdirectory must not give it another home than the session's."""
     import argparse
 
-    from subconscious import worker
+    from subconscious.delivery import worker
     from subconscious.commands import worker as worker_cmd
 
     s = Session(tmp_path, letta, letta_home=False)
@@ -394,7 +395,7 @@ def test_resume_and_compact_queue_no_second_start_message(tmp_path, letta):
 
 
 def test_a_start_message_queued_while_one_is_in_flight_survives(tmp_path, monkeypatch):
-    from subconscious import worker
+    from subconscious.delivery import worker
 
     sessions = tmp_path / "sessions"
     sid = str(uuid.uuid4())

@@ -1,7 +1,7 @@
 """Every note printed exactly once, whatever the schedule: a deterministic explorer of interleavings.
 
 Two hooks (a PreToolUse and a UserPromptSubmit of one session) run the real steps of
-``subconscious.events.messages`` — read the watermark, look back by id (``read_pages`` over a fake
+``subconscious.hooks.events.messages`` — read the watermark, look back by id (``read_pages`` over a fake
 conversation, pages of 2 so look-backs span pages), ``claim_notes`` on the real machine-local claim file,
 print (the real context builders), ``after_printed`` + ``watermark_change`` through an in-memory store's
 compare-and-set — interleaved in every order, with two more notes arriving at every pair of points, and
@@ -22,9 +22,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from subconscious import claims
-from subconscious.context import look_back, pre_tool_injection, prompt_injection
-from subconscious.events.messages import after_printed, claim_notes, read_pages, to_show, watermark_change
+from subconscious.hooks import claims
+from subconscious.injection.context import look_back, pre_tool_injection, prompt_injection
+from subconscious.hooks.events.messages import after_printed, claim_notes, read_pages, to_show, watermark_change
 from subconscious.state.records import SessionState
 
 SID = "6f1f0c3e-1111-4222-8333-444455556666"

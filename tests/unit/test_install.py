@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from subconscious import cli
-from subconscious.settingsfile import is_ours, plugin_hooks
+from subconscious.local.settingsfile import is_ours, plugin_hooks
 
 REPO = Path(__file__).resolve().parents[2]
 RAW_PLUGIN_HOOKS = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]

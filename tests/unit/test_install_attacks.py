@@ -8,7 +8,7 @@ import os
 import pytest
 
 from subconscious import cli
-from subconscious.settingsfile import SettingsError, parse_settings, render
+from subconscious.local.settingsfile import SettingsError, parse_settings, render
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""Properties of the pure settings-file edits (subconscious.settingsfile): install is idempotent, never
+"""Properties of the pure settings-file edits (subconscious.local.settingsfile): install is idempotent, never
 touches another tool's hooks or settings, and uninstall undoes it exactly."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from subconscious.settingsfile import (count_ours, detect_indent, install, is_ours, parse_settings, plugin_hooks,
+from subconscious.local.settingsfile import (count_ours, detect_indent, install, is_ours, parse_settings, plugin_hooks,
                                        render, uninstall)
 
 REPO = Path(__file__).resolve().parents[2]

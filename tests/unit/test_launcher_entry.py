@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious import claims
+from subconscious.hooks import claims
 from tests.unit.test_injection_hooks import letta  # noqa: F401 - the fake Letta server fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def test_in_ttl_pre_tool_use_runs_without_the_script_and_without_json_or_re(tmp_
     assert r.returncode == 0 and r.stdout == ""
     assert not m.script_ran()
     extra = imported(r.stderr) - baseline
-    assert extra <= {"__future__", "subconscious", "subconscious.hotpath", "subconscious.fastjson", "_json"}, sorted(extra)
+    assert extra <= {"__future__", "subconscious", "subconscious.hotpath", "subconscious.hooks", "subconscious.hooks.fastjson", "_json"}, sorted(extra)
     assert claims.state(m.local / "shown", sid)["fetch_ms"] == before
 
 
@@ -193,7 +193,7 @@ def test_pips_long_path_form_runs_the_entry_and_is_passed_over_when_its_python_i
 
 def settings_hook(m: Machine, shell: str, event: str, data: dict, **env: str) -> subprocess.CompletedProcess:
     """The command install writes into a settings file, run the way Claude Code runs a command string."""
-    from subconscious.settingsfile import SETTINGS_COMMAND
+    from subconscious.local.settingsfile import SETTINGS_COMMAND
 
     return subprocess.run([shell, "-c", SETTINGS_COMMAND.format(event=event)], input=json.dumps(data),
                           capture_output=True, text=True, timeout=60, cwd=str(m.project), env={**m.env, **env})
@@ -224,7 +224,7 @@ def test_the_settings_form_runs_the_entry_and_falls_back_to_the_script(tmp_path,
 
 
 def test_a_fetch_that_finds_nothing_new_loads_no_json_re_pathlib_socket_or_typing(tmp_path, venv, letta):  # noqa: F811
-    """The fetching hooks' shortcut (subconscious.hotfetch) through the entry: one request over ``_socket``,
+    """The fetching hooks' shortcut (subconscious.hooks.fetch_shortcut) through the entry: one request over ``_socket``,
     its claims and safety-net files through fastjson and os.path — each of those modules would cost it
     milliseconds of imports on every prompt."""
     from tests.unit.test_hot_fetch import fetches, started
@@ -243,7 +243,7 @@ def test_a_fetch_that_finds_nothing_new_loads_no_json_re_pathlib_socket_or_typin
         assert r.returncode == 0 and r.stdout == "", r.stderr[-2000:]
         assert fetches(letta, limit) == before + 1, event  # it did fetch: one page
         extra = imported(r.stderr) - baseline
-        assert "subconscious.hotfetch" in extra and "subconscious.hookrun" not in extra, sorted(extra)
+        assert "subconscious.hooks.fetch_shortcut" in extra and "subconscious.hooks.run" not in extra, sorted(extra)
         heavy = extra & {"json", "re", "pathlib", "socket", "typing", "contextlib", "secrets", "enum", "selectors",
                          "urllib.parse", "logging", "dataclasses"}
         assert not heavy, (event, sorted(heavy))
@@ -289,7 +289,7 @@ def test_uvs_script_is_recognised_too(tmp_path, venv):
 
 def test_the_launcher_and_the_settings_form_give_python_the_same_entry():
     """hooks/run is shell, so it spells the entry program out: it must be the one install writes."""
-    from subconscious.settingsfile import HOOK_ENTRY, SETTINGS_COMMAND
+    from subconscious.local.settingsfile import HOOK_ENTRY, SETTINGS_COMMAND
 
     assert " -c '" + HOOK_ENTRY + "' \"$want\" " in (REPO / "hooks" / "run").read_text()
     assert " -c '" + HOOK_ENTRY + "' '' " in SETTINGS_COMMAND.format(event="stop")

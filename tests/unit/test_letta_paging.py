@@ -55,7 +55,7 @@ ROWS = st.lists(st.lists(st.sampled_from(["assistant_message", "reasoning_messag
 def test_the_hooks_look_back_reads_every_row_up_to_the_watermark(kinds, page, data):
     """Issue 25: the notes look-back (events/messages.read_pages) pages as the worker does: rows that carry
     no message (or several) never end it early; it reaches the watermark wherever it is."""
-    from subconscious.events.messages import read_pages
+    from subconscious.hooks.events.messages import read_pages
 
     rows = [[{"message_type": k, "content": f"r{i}"} for k in row] for i, row in enumerate(kinds)]
     # ``page`` message-less rows in a row make an empty page: the listing's end as far as anyone can tell

@@ -9,10 +9,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious import notices
+from subconscious.injection import notices
 from subconscious.state.merge import merge_sessions
 from subconscious.state.records import SessionState, parse_session
-from subconscious.transcript import Insert, Message, build_update
+from subconscious.delivery.transcript import Insert, Message, build_update
 
 SID = "11111111-2222-3333-4444-555555555555"
 
@@ -79,7 +79,7 @@ def test_an_answer_the_file_lags_on_is_delivered_once_also_when_its_line_arrives
     sessions = tmp_path / "sessions"
     answer = "The final answer, from the hook."
     lines = [line(0, "user")]  # the Stop hook came before the file recorded the answer
-    from subconscious.transcript import answer_digest
+    from subconscious.delivery.transcript import answer_digest
 
     notices.add(sessions, SID, "answer", len(lines), key="answer-x", digest=answer_digest(answer), text=answer)
     first, cursor = _round(sessions, lines, -1)
@@ -98,7 +98,7 @@ def test_an_answer_the_file_lags_on_is_delivered_once_also_when_its_line_arrives
 
 def test_an_answer_whose_line_arrived_before_delivery_goes_once_by_its_line(tmp_path):
     sessions = tmp_path / "sessions"
-    from subconscious.transcript import answer_digest
+    from subconscious.delivery.transcript import answer_digest
 
     answer = "Answer in time."
     lines = [line(0, "user")]
@@ -132,7 +132,7 @@ def test_the_end_of_a_session_is_kept_merged_and_cleared_by_a_resume():
 
 def test_an_answer_of_several_blocks_that_arrived_in_time_is_not_sent_twice(tmp_path):
     sessions = tmp_path / "sessions"
-    from subconscious.transcript import answer_digest, redact
+    from subconscious.delivery.transcript import answer_digest, redact
 
     answer = "Part one, with password=s3cr3tvalue9.\n\nPart two."
     notices.add(sessions, SID, "answer", 1, key="answer-z", digest=answer_digest(answer), text=redact(answer))
@@ -143,8 +143,8 @@ def test_an_answer_of_several_blocks_that_arrived_in_time_is_not_sent_twice(tmp_
 
 
 def test_notes_shown_again_stay_under_claude_codes_cut_keeping_the_newest():
-    from subconscious.context import AgentMessage
-    from subconscious.events.reinject import fit_notes
+    from subconscious.injection.context import AgentMessage
+    from subconscious.hooks.events.reinject import fit_notes
 
     notes = [AgentMessage(f"m{i}", None, f"note {i} " + "<&>" * 700) for i in range(5)]  # oldest first
     text = fit_notes("Shown again.", "Subconscious", notes)

@@ -12,10 +12,10 @@ import json
 import os
 import types
 
-from subconscious.state import listcache
+from subconscious.state.sessions import listcache
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 TICK = 2_000_000_000
 SID = "00000005-aaaa-4bbb-8ccc-dddddddddddd"

@@ -7,7 +7,7 @@ import os
 import time
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import open_store
+from subconscious.state.store.core import open_store
 
 
 def _age_dirs(dirs, back_ns=10_000_000_000):
@@ -18,7 +18,7 @@ def _age_dirs(dirs, back_ns=10_000_000_000):
 
 
 def test_copy_arriving_under_a_restored_directory_time_is_read(tmp_path, monkeypatch):
-    from subconscious.state import listcache
+    from subconscious.state.sessions import listcache
 
     monkeypatch.setattr(listcache, "RACY_NS", 0)  # every listing trusted at once: only the token can tell
     home = tmp_path / "home"

@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 
-from subconscious.state.listcache import ListingCache
+from subconscious.state.sessions.listcache import ListingCache
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 def _home(tmp_path):
@@ -27,7 +27,7 @@ def test_a_fifo_in_place_of_the_cache_does_not_hang_a_read(tmp_path):
     if cache.path.exists():
         cache.path.unlink()
     os.mkfifo(cache.path)
-    code = ("import sys; from pathlib import Path; from subconscious.state.store import Store; "
+    code = ("import sys; from pathlib import Path; from subconscious.state.store.core import Store; "
             f"s = Store(Path({str(home)!r}), 'h1', Path({str(tmp_path / 'local' / 'locks')!r}), "
             f"Path({str(tmp_path / 'local' / 'clocks')!r}), read_only=True); "
             "print(s.session('s1').last_processed_index)")
@@ -48,7 +48,7 @@ def test_a_link_in_place_of_the_cache_is_not_followed(tmp_path):
 
 
 def test_a_huge_cache_file_is_not_read(tmp_path, monkeypatch):
-    from subconscious.state import listcache
+    from subconscious.state.sessions import listcache
 
     home, cache = _home(tmp_path)
     cache.path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +61,7 @@ def test_a_cache_directory_that_is_a_link_is_neither_read_nor_written(tmp_path):
     """The machine-local cache directory replaced by a link (to a directory someone else can write): the
     listing cache found there, which says the home holds no copy, is not believed — the hook's read still
     merges the conflict copy that holds the newer cursor — and nothing is written through the link."""
-    from subconscious.state.conflicts import Engine, make_copy_name
+    from subconscious.state.conflicts.names import Engine, make_copy_name
 
     home, cache = _home(tmp_path)
     view = home / "session-s1.json"

@@ -11,7 +11,7 @@ import json
 import os
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 SID = "00000001-1111-4222-8333-444444444444"
 

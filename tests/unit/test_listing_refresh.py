@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from subconscious import worker
-from subconscious.state import listcache
+from subconscious.delivery import worker
+from subconscious.state.sessions import listcache
 from subconscious.state.clock import Stamp
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
-from subconscious.watcher import Watcher
+from subconscious.state.store.core import Store
+from subconscious.sync.watcher import Watcher
 
 HOST = "alpha"
 SID = "00000003-aaaa-4bbb-8ccc-dddddddddddd"

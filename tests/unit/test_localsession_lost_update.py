@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 
-from subconscious import localsession
+from subconscious.local import sessions as localsession
 
 SID = "0b7c2a1e-3f4d-4c5b-9a8e-1d2c3b4a5f60"
 

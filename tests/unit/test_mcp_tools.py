@@ -9,7 +9,7 @@ import socket
 
 import anyio
 
-from subconscious.mcpserver import build_server
+from subconscious.mcp.server import build_server
 from subconscious.see import SeeHome
 
 
@@ -40,7 +40,7 @@ def test_a_server_that_cannot_be_reached_is_a_tool_error_not_a_dead_server(tmp_p
 
 
 def test_a_huge_query_is_not_echoed_back_whole_into_the_models_context(tmp_path):
-    from subconscious.mcpserver import search_text
+    from subconscious.mcp.server import search_text
 
     query = "pytest " * 300_000  # 2.1 MB
     error = "the server said: " + query

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from subconscious.state.filemerge import SESSION, SHARD, VIEW, render
+from subconscious.state.conflicts.filemerge import SESSION, SHARD, VIEW, render
 from subconscious.state.records import SessionState
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from test_clock_follow import Clock, live  # noqa: E402
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 TWO_HOURS = 2 * 3600_000
 

@@ -11,7 +11,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from subconscious.state.clock import Stamp
 from subconscious.state.merge import merge_maps, merge_session_versions, merge_sessions
-from subconscious.state.plan import prunable
+from subconscious.state.store.plan import prunable
 from subconscious.state.records import Setting, canonical, order_key
 
 from .strategies import (

@@ -10,8 +10,8 @@ import json
 import os
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
-from subconscious.state.viewlock import pending_path
+from subconscious.state.store.core import Store
+from subconscious.state.store.viewlock import pending_path
 
 
 def _store(tmp_path) -> Store:

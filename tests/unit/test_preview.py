@@ -10,10 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from subconscious import localsession, notices
-from subconscious.transcript import answer_digest
+from subconscious.local import sessions as localsession
+from subconscious.injection import notices
+from subconscious.delivery.transcript import answer_digest
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 SID = "0b5e7c1a-preview-test"
 

@@ -1,4 +1,4 @@
-"""Private text (subconscious/private.py): what is between <private> tags, or in a tool result of a private
+"""Private text (subconscious/privacy/private.py): what is between <private> tags, or in a tool result of a private
 path, never reaches the update the worker sends — whatever the nesting, the tag's case and spacing, an
 unclosed tag, or an answer split into several content blocks (lines)."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 from hypothesis import given, settings, strategies as st
 
-from subconscious.private import MARKER, hide_private, hide_private_parts, is_private_path, private_globs, private_result
-from subconscious.transcript import build_update
+from subconscious.privacy.private import MARKER, hide_private, hide_private_parts, is_private_path, private_globs, private_result
+from subconscious.delivery.transcript import build_update
 
 PUBLIC = st.text(alphabet="abcdefghij klmnop.,;:!?()[]{}=/\n>", min_size=0, max_size=12)
 SECRET = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=4, max_size=10).map(lambda s: "Q" + s)
@@ -150,7 +150,7 @@ def test_the_update_has_neither_private_text_nor_private_files():
 def test_the_agents_own_tools_keep_private_text_and_paths_on_the_machine(tmp_path, monkeypatch):
     """The agent reads the project through client tools (LETTA_SDK_TOOLS): their results leave the machine too."""
     from subconscious.letta.messages import ToolCallRequest
-    from subconscious.tools.registry import ToolContext, execute
+    from subconscious.agent_tools.registry import ToolContext, execute
 
     proj = tmp_path / "proj"
     (proj / "secrets").mkdir(parents=True)

@@ -93,8 +93,9 @@ def test_grep_names_and_counts_say_nothing_about_what_a_block_holds(tmp_path):
 def test_through_the_worker_no_private_byte_reaches_the_server(tmp_path, monkeypatch):
     """The same paths through the real worker (``worker.deliver``) to a recording Letta stand-in: what the
     server receives is what the user sees leave."""
-    from subconscious import localsession, worker
-    from subconscious.runtime import runtime
+    from subconscious.local import sessions as localsession
+    from subconscious.delivery import worker
+    from subconscious.local.runtime import runtime
     from subconscious.state.records import SessionState
     from tests.harness.fake_letta_conv import FakeLetta
 
@@ -137,8 +138,8 @@ def test_through_the_worker_no_private_byte_reaches_the_server(tmp_path, monkeyp
 def test_grep_and_glob_lines_naming_a_link_into_a_private_path_are_not_sent(tmp_path):
     """``ln -s secrets docs`` (or a link to one private file): Grep and Glob name the file by the path they
     walked; it is matched against SUBCONSCIOUS_PRIVATE_PATHS as resolved too."""
-    from subconscious.private_results import project_reader
-    from subconscious.transcript import build_update
+    from subconscious.privacy.results import project_reader
+    from subconscious.delivery.transcript import build_update
 
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "plan.txt").write_text("QZPRIVFILE-1\nQZPRIVFILE-2\n")

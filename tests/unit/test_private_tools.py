@@ -10,7 +10,7 @@ import os
 import pytest
 
 from subconscious.letta.messages import ToolCallRequest
-from subconscious.tools.registry import ToolContext, execute
+from subconscious.agent_tools.registry import ToolContext, execute
 
 SECRET = "PRIV-L-agent-grep swordfish"
 NOTES = ("intro line\n"

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from subconscious.private_results import project_reader
-from subconscious.transcript import build_update
+from subconscious.privacy.results import project_reader
+from subconscious.delivery.transcript import build_update
 
 WITHHELD = "withheld: could not check it for private text"
 

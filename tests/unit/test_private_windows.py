@@ -10,10 +10,10 @@ import time
 
 from hypothesis import given, settings, strategies as st
 
-from subconscious.private_results import checked_result
-from subconscious.tools.confine import Root
-from subconscious.tools.limits import Limits
-from subconscious.tools.readers import grep, read
+from subconscious.privacy.results import checked_result
+from subconscious.agent_tools.confine import Root
+from subconscious.agent_tools.limits import Limits
+from subconscious.agent_tools.readers import grep, read
 
 PUBLIC = st.text(alphabet="abcdefgh ijk.,", min_size=1, max_size=12).map(lambda s: "p" + s)
 SECRET = st.text(alphabet="QWXZ0123456789", min_size=6, max_size=10).map(lambda s: "QQ" + s)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-from subconscious.project import identify, normalize_remote, parse_git_config
-from subconscious.transcript import build_update, session_start_message
+from subconscious.local.project import identify, normalize_remote, parse_git_config
+from subconscious.delivery.transcript import build_update, session_start_message
 
 label = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,15}", fullmatch=True)
 host = st.builds(lambda a, b: f"{a}.{b}".lower(), label, st.sampled_from(["com", "org", "io", "example"]))

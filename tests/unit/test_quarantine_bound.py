@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from subconscious.state.sources import QUARANTINE_KEEP
-from subconscious.state.store import Store
+from subconscious.state.store.sources import QUARANTINE_KEEP
+from subconscious.state.store.core import Store
 
 
 def test_torn_views_under_churn_keep_a_bounded_quarantine(tmp_path):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import time
 
-from subconscious.state.sources import QUARANTINE_KEEP
-from subconscious.state.store import Store
+from subconscious.state.store.sources import QUARANTINE_KEEP
+from subconscious.state.store.core import Store
 
 
 def test_bytes_just_set_aside_stay_whatever_the_other_versions_mtimes(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 DISPLACED = ".subconscious-tmp-displaced-session-s1.json-0000abcd"
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.redact import find_secrets, redact
+from subconscious.privacy.redact import find_secrets, redact
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import redaction_bench as bench  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import redaction_bench as bench  # noqa: E402
 
-from subconscious.redact import REDACTED, find_secrets, redact  # noqa: E402
+from subconscious.privacy.redact import REDACTED, find_secrets, redact  # noqa: E402
 
 GENERATOR = bench.REPO / "tests" / "fixtures" / "secrets" / "generate.py"
 CORPUS = bench.load_corpus()
@@ -98,7 +98,7 @@ def test_formats_that_passed_before(text):
     "git passes: ancestor", "commit a94a8fe5ccb19ba61c4c0873d391e987982fbbd3",
     "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
     "tests/unit/test_a_user_settings_link_is_followed_and_said", "API_KEY=${API_KEY}",
-    "subconscious/tools/readers.py:119:        row = \"%6d\\t%s\" % (i + 1, line)",
+    "subconscious/agent_tools/readers.py:119:        row = \"%6d\\t%s\" % (i + 1, line)",
 ])
 def test_code_stays_readable(text):
     assert redact(text) == text

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from subconscious.redact import REDACTED, find_secrets, redact
-from subconscious.tools.loop import ToolCallRequest
-from subconscious.tools.registry import ToolContext, execute
-from subconscious.transcript import build_update
+from subconscious.privacy.redact import REDACTED, find_secrets, redact
+from subconscious.agent_tools.loop import ToolCallRequest
+from subconscious.agent_tools.registry import ToolContext, execute
+from subconscious.delivery.transcript import build_update
 
 B64 = base64.b64encode(b"deploy:Zr7#Qm2v/Kp9@x").decode()
 K8S_A, K8S_B = base64.b64encode(b"Xu83-prod-Pw").decode(), base64.b64encode(b"postgres://app:Wq9z@db/app").decode()

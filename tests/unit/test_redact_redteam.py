@@ -4,7 +4,7 @@ secret to whoever reads it, so it is found on the text with the escapes decoded 
 redacted, in what the worker sends."""
 from __future__ import annotations
 
-from subconscious.redact import redact
+from subconscious.privacy.redact import redact
 from tests.unit.test_private_transcript import T, update
 
 KEY_TAIL = "ant-api03-Ab3dEf9hIjKlMn0pQrStUvWxYz012345678_abcdefghijklmnopqrstuvwx-yzABCDEFGHIJKLMNOPQRSTUVWXYZab-cdAA"

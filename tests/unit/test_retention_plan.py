@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from subconscious.state.clock import Stamp
-from subconscious.state.retention import DAY_MS, LocalFacts, SessionFacts, in_use, parse_age, plan_gc
+from subconscious.state.store.retention import DAY_MS, LocalFacts, SessionFacts, in_use, parse_age, plan_gc
 
 NOW = 1_800_000_000_000
 stamps = st.builds(Stamp, st.integers(NOW - 90 * DAY_MS, NOW), st.integers(0, 3))
@@ -68,7 +68,7 @@ def test_a_clock_ahead_never_retires_what_other_machines_wrote_within_the_age_or
     """This machine's clock runs ``ahead`` of the others': ages count from the others' newest write (when
     that is earlier), so nothing they wrote within AGE before it, and nothing any other host wrote within
     the last 10 minutes before it, is retired."""
-    from subconscious.state.retention import IN_USE_MS
+    from subconscious.state.store.retention import IN_USE_MS
 
     plan = plan_gc(now_ms=NOW + ahead, age_ms=age, old_floor=Stamp(0, 0), sessions=sessions, entries={}, local={},
                    set_aside={}, others_ms=others, host="me")

@@ -12,10 +12,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from subconscious.state.conflicts import Engine, make_copy_name
+from subconscious.state.conflicts.names import Engine, make_copy_name
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 HOSTS = ("alpha", "beta", "gamma")
 
@@ -73,7 +73,7 @@ def waited(monkeypatch) -> dict:
     that wait (set it to 0 to be back on time)."""
     import types
 
-    from subconscious.state import listcache
+    from subconscious.state.sessions import listcache
 
     shift = {"ns": listcache.RACY_NS + 10**9}
     monkeypatch.setattr(listcache, "time", types.SimpleNamespace(time_ns=lambda: time.time_ns() + shift["ns"]))
@@ -179,7 +179,7 @@ def test_reading_every_session_opens_each_file_once_and_each_directory_once(tmp_
     session_opens = sum(n for name, n in opened.items() if str(name).startswith("session-"))
     assert session_opens == files  # each file once
     # the directories: a few, not per file (and the temp file of the machine's read cache, written once at the
-    # end: subconscious/state/sessioncache.py)
+    # end: subconscious/state/sessions/cache.py)
     cache_opens = sum(n for name, n in opened.items() if "sessions-" in str(name))
     assert cache_opens <= 1
     assert sum(opened.values()) - session_opens - cache_opens <= 2 * (1 + 1 + len(HOSTS))

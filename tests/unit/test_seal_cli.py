@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.blockcache import load_blocks, store_blocks
-from subconscious.keys import KeyRing, Policy
+from subconscious.injection.blockcache import load_blocks, store_blocks
+from subconscious.privacy.keys import KeyRing, Policy
 from subconscious.state.seal import envelope_key_id
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBCOMMANDS = ["init", "export", "import", "rotate", "status", "disable"]
@@ -167,8 +167,8 @@ def test_rotation_resumes_after_an_interruption(machines):
     for i in range(5):
         store_blocks(a.store(), a.ring(), f"s{i}", {"guidance": f"SECRET-{i}"})
     # an interrupted rotation, as `key rotate` leaves it: new key in the ring and the setting, half re-sealed
-    from subconscious.blockcache import reseal_all
-    from subconscious.keys import write_policy
+    from subconscious.injection.blockcache import reseal_all
+    from subconscious.privacy.keys import write_policy
     from subconscious.state.seal import Key
 
     new = Key.generate()

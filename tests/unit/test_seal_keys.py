@@ -1,4 +1,4 @@
-"""Keys (subconscious.keys): machine-local key ring, passphrase derivation, export/import, the home setting."""
+"""Keys (subconscious.privacy.keys): machine-local key ring, passphrase derivation, export/import, the home setting."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.keys import (
+from subconscious.privacy.keys import (
     KeyRing,
     KeysError,
     Policy,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.keys import Pin, Policy, effective_policy, load_pin, pin_path, save_pin
+from subconscious.privacy.keys import Pin, Policy, effective_policy, load_pin, pin_path, save_pin
 from subconscious.state.seal import Key
 
 KEYS = [Key.generate() for _ in range(4)]

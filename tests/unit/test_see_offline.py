@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 def closed_port() -> int:

@@ -9,7 +9,7 @@ import re
 
 from hypothesis import given, strategies as st
 
-from subconscious.context import Block, changed_blocks
+from subconscious.injection.context import Block, changed_blocks
 from subconscious.see.ask import question_message, recorded_conversation
 from subconscious.see.memory import baseline_at, changes, matching_lines, snapshot, timeline
 from subconscious.see.messages import conversation_notes, newest_first
@@ -144,9 +144,9 @@ def test_a_session_row_says_where_pending_is_known_and_reads_an_end_when_there_i
 
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40).filter(str.strip))
 def test_the_project_of_a_start_message_is_the_name_it_was_given(name):
-    from subconscious.transcript import session_start_message
+    from subconscious.delivery.transcript import session_start_message
 
-    from subconscious.project import Project
+    from subconscious.local.project import Project
 
     text = session_start_message(project=name, path="/p", session_id="s1", timestamp="t", sdk_tools_mode="off")
     assert project_of_start(text) == name.strip()

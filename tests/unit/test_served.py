@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from subconscious.served.server import HookServer, answer_body, request_env, serve_in_thread
 from subconscious.served.token import ensure_token, read_token, token_path
-from subconscious.settingsfile import (ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, count_ours, install, is_ours,
+from subconscious.local.settingsfile import (ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, count_ours, install, is_ours,
                                        served_hooks, uninstall)
 from tests.harness.letta_server import free_port
 from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fixture
@@ -162,7 +162,7 @@ def test_install_served_switches_two_hooks_and_back_and_uninstall_removes_both_k
 @given(settings_without_ours)
 def test_the_bash_client_switches_with_the_other_two_kinds_and_uninstall_finds_it(s):
     from subconscious.served import client_script
-    from subconscious.settingsfile import is_served_client
+    from subconscious.local.settingsfile import is_served_client
 
     client = served_hooks(OURS, 21999, ("/bin/bash", client_script()))
     with_client = install(s, client)
@@ -382,7 +382,7 @@ def test_a_request_naming_another_letta_server_never_gets_the_key_sent_there(tmp
 
 
 def test_no_setting_that_decides_where_the_key_goes_is_forwarded_or_read():
-    from subconscious.settingsfile import NOT_FORWARDED
+    from subconscious.local.settingsfile import NOT_FORWARDED
 
     assert not set(NOT_FORWARDED) & set(FORWARDED_VARS)
     base = {"LETTA_BASE_URL": "https://api.letta.com", "LETTA_API_KEY": "sk-own"}

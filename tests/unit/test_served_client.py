@@ -19,7 +19,7 @@ import pytest
 
 from subconscious.served import client_script
 from subconscious.served.token import ensure_token
-from subconscious.settingsfile import CLIENT_NAME, FORWARDED_VARS, served_hooks
+from subconscious.local.settingsfile import CLIENT_NAME, FORWARDED_VARS, served_hooks
 from tests.harness.letta_server import free_port
 from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fixture
 from tests.unit.test_install_properties import OURS

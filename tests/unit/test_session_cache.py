@@ -1,4 +1,4 @@
-"""Issue 24 item 5: the machine-local cache of a read-only bulk read (subconscious/state/sessioncache.py).
+"""Issue 24 item 5: the machine-local cache of a read-only bulk read (subconscious/state/sessions/cache.py).
 
 ``status`` and ``doctor`` read every session (40,000 files at 10,000 sessions across 3 hosts); a session
 none of whose files changed is taken from the cache. What a user must never see: a cached read that says
@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subconscious.state.clock import Stamp
-from subconscious.state.conflicts import Engine, make_copy_name
+from subconscious.state.conflicts.names import Engine, make_copy_name
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 TICK = 2_000_000_000  # FAT's modification-time tick
 SIDS = [f"0000000{i}-1111-4222-8333-444444444444" for i in range(3)]
@@ -318,7 +318,7 @@ def test_a_corrupt_or_hostile_cache_is_ignored_and_rebuilt(tmp_path):
 
 
 def test_a_cache_larger_than_its_cap_is_not_read(tmp_path, monkeypatch):
-    from subconscious.state import sessioncache
+    from subconscious.state.sessions import cache as sessioncache
 
     world = World(tmp_path)
     cache, raw = genuine_cache(world)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from subconscious.state.clock import FOLLOW_MS, Stamp, wall_ms
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 def make(tmp: Path, host: str) -> Store:

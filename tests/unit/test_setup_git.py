@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.gitsetup import BEGIN, END, attributes_rules, ignore_rules, with_block
+from subconscious.sync.gitsetup import BEGIN, END, attributes_rules, ignore_rules, with_block
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -22,8 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from subconscious import answer_tail, hotpath, localsession, notices
-from subconscious.transcript import complete_lines
+from subconscious.hooks import answer_tail
+from subconscious import hotpath
+from subconscious.local import sessions as localsession
+from subconscious.injection import notices
+from subconscious.delivery.transcript import complete_lines
 from tests.harness.fake_letta import FakeLetta
 from tests.unit.test_injection_hooks import Session
 
@@ -116,7 +119,7 @@ def test_the_shortcut_and_the_full_path_queue_the_same(setup, monkeypatch, data)
     raw = json.dumps(s.data("stop", **extra)).encode()
     monkeypatch.setattr(hotpath, "_spawn_worker", lambda *a: None)
     monkeypatch.setattr(hotpath, "_pickup", lambda *a: None)
-    monkeypatch.setattr("subconscious.spawn.spawn_worker", lambda *a, **k: None)
+    monkeypatch.setattr("subconscious.delivery.spawn.spawn_worker", lambda *a, **k: None)
 
     def fresh():
         shutil.rmtree(sessions / "notices", ignore_errors=True)

@@ -16,7 +16,7 @@ import pytest
 from subconscious.state.ids import InvalidIdentifier
 from subconscious.state.locks import host_lock
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store, StoreError
+from subconscious.state.store.core import Store, StoreError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream-home" / ".letta" / "claude"
 
@@ -216,7 +216,7 @@ def test_a_lock_held_too_long_is_reported_with_its_holder_not_broken(tmp_path):
     with host_lock(s.locks_dir, "alpha"):
         # another process of the same host tries to write meanwhile
         code = (
-            "import sys; from pathlib import Path; from subconscious.state.store import Store;"
+            "import sys; from pathlib import Path; from subconscious.state.store.core import Store;"
             f"s=Store(Path({str(s.home)!r}),'alpha',Path({str(s.locks_dir)!r}),Path({str(s.clocks_dir)!r}),lock_timeout=0.3);"
             "\ntry:\n s.put_conversation('s1','c','a')\nexcept TimeoutError as e:\n print(e); sys.exit(3)"
         )

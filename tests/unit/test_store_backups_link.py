@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 COPY = "conversations.sync-conflict-20261130-090000-CCCCCCC.json"
 

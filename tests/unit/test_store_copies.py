@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.state.conflicts import Engine, make_copy_name
+from subconscious.state.conflicts.names import Engine, make_copy_name
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 ENGINES = list(Engine)
 

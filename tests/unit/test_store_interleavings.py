@@ -10,7 +10,7 @@ from pathlib import Path
 
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import DAY_MS, Store
+from subconscious.state.store.core import DAY_MS, Store
 
 DAY = DAY_MS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 # conversations.json in the canonical one-entry-per-line form (the form that validates shards' equal
 # entries), holding s2 only

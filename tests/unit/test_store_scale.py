@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.state.conflicts import Engine, make_copy_name
+from subconscious.state.conflicts.names import Engine, make_copy_name
 from subconscious.state.fs import READ_CAP, RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from largehome import write_large_home  # noqa: E402
@@ -61,10 +61,10 @@ def test_a_session_read_and_write_never_open_the_conversations_map(home: Path, t
 
 
 def test_pre_tool_use_within_the_ttl_reads_nothing_shared(home: Path, tmp_path: Path, monkeypatch):
-    from subconscious import localsession
-    from subconscious.events import pre_tool
-    from subconscious.hookrun import HookEvent
-    from subconscious.pipeline import Skip
+    from subconscious.local import sessions as localsession
+    from subconscious.hooks.events import pre_tool
+    from subconscious.hooks.run import HookEvent
+    from subconscious.hooks.pipeline import Skip
 
     local = tmp_path / "local"
     monkeypatch.setenv("LETTA_HOME", str(home.parents[1]))

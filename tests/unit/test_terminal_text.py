@@ -1,5 +1,5 @@
 """No escape or control sequence from the agent, the server or a file in the shared home reaches the
-terminal: the pure cleaner (subconscious/termtext.py) under hypothesis, the console seam every table goes
+terminal: the pure cleaner (subconscious/base/termtext.py) under hypothesis, the console seam every table goes
 through, and the raw bytes `doctor` and `status` print for a home holding a hostile file name."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from subconscious.commands.tables import Text, console, table
-from subconscious.termtext import UNSAFE, clean, json_dumps
+from subconscious.base.termtext import UNSAFE, clean, json_dumps
 
 UNSAFE_RE = re.compile(UNSAFE)
 # the bytes a terminal acts on: ESC, C1 CSI/OSC/ST as bytes (as UTF-8 holds them after 0xc2), DEL, BEL, CR
@@ -85,8 +85,8 @@ def test_the_console_prints_agent_text_as_text_in_cells_and_lines_styles_kept_on
 def hostile_home(tmp_path: Path) -> dict:
     """A home with a Dropbox conflict copy whose user name (free text in the file name) is hostile, and
     one that is not JSON: doctor reports the first, status the second, both by name."""
-    from subconscious.state.conflicts import Engine, make_copy_name
-    from subconscious.state.store import Store
+    from subconscious.state.conflicts.names import Engine, make_copy_name
+    from subconscious.state.store.core import Store
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}
     env.update(LETTA_HOME=str(tmp_path / "h"), SUBCONSCIOUS_HOST="laptop", SUBCONSCIOUS_STATE_DIR=str(tmp_path / "l"),

@@ -19,8 +19,8 @@ import time
 import pytest
 
 from subconscious.letta.messages import ToolCallRequest
-from subconscious.tools.limits import Limits
-from subconscious.tools.registry import ToolContext, execute
+from subconscious.agent_tools.limits import Limits
+from subconscious.agent_tools.registry import ToolContext, execute
 
 from .test_tools_full import ensure_bwrap
 
@@ -221,8 +221,8 @@ def test_an_output_flood_is_cut_in_chunks_and_the_sandbox_killed(world):
     script = textwrap.dedent(f"""
         import json, resource, sys, time
         from subconscious.letta.messages import ToolCallRequest
-        from subconscious.tools.limits import Limits
-        from subconscious.tools.registry import ToolContext, execute
+        from subconscious.agent_tools.limits import Limits
+        from subconscious.agent_tools.registry import ToolContext, execute
         args = {{"command": "yes | head -c 300M; sleep 30"}}
         t = time.monotonic()
         r = execute(ToolCallRequest("c", "Bash", args, json.dumps(args)),

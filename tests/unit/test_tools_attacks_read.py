@@ -19,10 +19,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from subconscious.tools import confine, readers
-from subconscious.tools.confine import Refused, Root, ToolError
-from subconscious.tools.limits import DEFAULT_LIMITS
-from subconscious.tools.registry import finish_text
+from subconscious.agent_tools import confine, readers
+from subconscious.agent_tools.confine import Refused, Root, ToolError
+from subconscious.agent_tools.limits import DEFAULT_LIMITS
+from subconscious.agent_tools.registry import finish_text
 
 ENV = {"HOME": "/nonexistent-home"}
 CALLS = 480
@@ -226,7 +226,8 @@ def test_the_session_root_is_the_git_top_level_above_the_start_directory(repo):
 
 
 def test_the_worker_uses_the_root_recorded_at_session_start_not_the_stop_cwd(repo, tmp_path, monkeypatch):
-    from subconscious import localsession, worker
+    from subconscious.local import sessions as localsession
+    from subconscious.delivery import worker
 
     seen = []
     monkeypatch.setattr(worker, "_send", lambda client, conv, text, rt, cwd: seen.append(cwd))
@@ -242,8 +243,8 @@ def test_the_worker_uses_the_root_recorded_at_session_start_not_the_stop_cwd(rep
 
 
 def test_session_start_records_one_root_and_keeps_it(repo, tmp_path, monkeypatch, caplog):
-    from subconscious import localsession
-    from subconscious.events import session_start
+    from subconscious.local import sessions as localsession
+    from subconscious.hooks.events import session_start
 
     monkeypatch.setattr(session_start, "resolve", lambda ctx, client: ("agent-1", "Sub"))
     monkeypatch.setattr(session_start, "conversation_for", lambda ctx, client, agent: "conv-1")
@@ -330,7 +331,7 @@ def test_ignore_rules_ignore_case_where_the_filesystem_does(tmp_path):
 
 
 def test_the_name_predicate_is_shared_and_case_insensitive():
-    from subconscious.tools import names
+    from subconscious.agent_tools import names
 
     assert names.is_secret_name("ID_RSA_work") and names.is_secret_name("Terraform.TFVARS")
     assert not names.is_secret_name("ID_RSA_work.pub") and not names.is_secret_name(".ENV.Example")

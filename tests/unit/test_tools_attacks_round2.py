@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from subconscious.tools import shell
-from subconscious.tools.confine import Root, ToolError, root_refusal
+from subconscious.agent_tools import shell
+from subconscious.agent_tools.confine import Root, ToolError, root_refusal
 
 from .test_tools_attacks_full import NOBODY, _chown_tree, call, world  # noqa: F401 - world is a fixture
 
@@ -51,8 +51,8 @@ def fsmonitor_config(marker: str) -> str:
 _WORKER = textwrap.dedent("""
     import json, sys
     from subconscious.letta.messages import ToolCallRequest
-    from subconscious.tools.limits import Limits
-    from subconscious.tools.registry import ToolContext, execute
+    from subconscious.agent_tools.limits import Limits
+    from subconscious.agent_tools.registry import ToolContext, execute
     proj, calls = sys.argv[1], json.loads(sys.argv[2])
     out = []
     for name, args in calls:
@@ -80,7 +80,7 @@ def _nobody_can_run_the_worker() -> None:
     if _NOBODY_OK:
         return
     probe = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable,
-                            "-c", "import subconscious.tools.registry"], cwd="/", capture_output=True, text=True,
+                            "-c", "import subconscious.agent_tools.registry"], cwd="/", capture_output=True, text=True,
                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": REPO}, timeout=60)
     if probe.returncode:
         pytest.fail(f"the worker cannot run as nobody (uid {NOBODY}) here: {probe.stderr.strip()[-500:]} - the Python "
@@ -520,8 +520,8 @@ def test_an_accepted_ignore_file_edit_never_unhides_a_path():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from subconscious.tools.denied import ignore_edit_refusal
-    from subconscious.tools.ignore import RuleSet, parse_lines
+    from subconscious.agent_tools.denied import ignore_edit_refusal
+    from subconscious.agent_tools.ignore import RuleSet, parse_lines
 
     atoms = st.sampled_from(["a", "b", "*.txt", "a/", "/b", "**/c", "a/**", "!a", "!b/c", "!*.txt", "c", "b/c",
                              "# x", "", "\\!a", "a/b", "!a/"])
@@ -581,7 +581,7 @@ def test_a_call_killed_before_its_sweep_cannot_make_its_plants_look_like_the_use
     os.makedirs(w.p("sub"))
     subprocess.run(["git", "init", "-q", w.p("mine")], check=True)  # the user's own nested repository: kept
     w.own()
-    killed = ("import sys, time\nfrom subconscious.tools import shell\n"
+    killed = ("import sys, time\nfrom subconscious.agent_tools import shell\n"
               "with shell.project_lock(sys.argv[1], time.monotonic() + 10):\n"
               "    shell.save_pending(sys.argv[1], shell.scan_project(sys.argv[1]))\n")
     argv = [sys.executable, "-c", killed, w.proj]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from subconscious.tools.confine import Refused, Root, Target, ToolError, is_secret_name, within
+from subconscious.agent_tools.confine import Refused, Root, Target, ToolError, is_secret_name, within
 
 ENV = {"HOME": "/nonexistent-home"}
 

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from subconscious.letta.messages import ToolCallRequest
-from subconscious.tools.limits import Limits
-from subconscious.tools.registry import ToolContext, client_tools, execute
+from subconscious.agent_tools.limits import Limits
+from subconscious.agent_tools.registry import ToolContext, client_tools, execute
 
 
 def ensure_bwrap() -> str:

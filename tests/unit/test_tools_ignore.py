@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from subconscious.tools.confine import Root, Target
-from subconscious.tools.ignore import RuleSet, glob_regex, parse_line, parse_lines
+from subconscious.agent_tools.confine import Root, Target
+from subconscious.agent_tools.ignore import RuleSet, glob_regex, parse_line, parse_lines
 
 
 def rules(text: str, sub: dict[str, str] | None = None) -> RuleSet:

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from subconscious.tools.confine import Refused, Root, ToolError
-from subconscious.tools.limits import Limits
-from subconscious.tools.readers import glob, grep, looks_binary, read
+from subconscious.agent_tools.confine import Refused, Root, ToolError
+from subconscious.agent_tools.limits import Limits
+from subconscious.agent_tools.readers import glob, grep, looks_binary, read
 
 ENV = {"HOME": "/nonexistent-home"}
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4

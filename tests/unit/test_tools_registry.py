@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subconscious.letta.messages import ToolCallRequest
-from subconscious.tools.limits import Limits
-from subconscious.tools.loop import requests_of
-from subconscious.tools.modes import AGENT_TEXT, CLAUDE_LINE, MODES, allowed_tools
-from subconscious.tools.registry import SCHEMAS, ToolContext, client_tools, execute, finish_text
-from subconscious.transcript import REDACTED, find_secrets
+from subconscious.agent_tools.limits import Limits
+from subconscious.agent_tools.loop import requests_of
+from subconscious.agent_tools.modes import AGENT_TEXT, CLAUDE_LINE, MODES, allowed_tools
+from subconscious.agent_tools.registry import SCHEMAS, ToolContext, client_tools, execute, finish_text
+from subconscious.delivery.transcript import REDACTED, find_secrets
 
 
 def req(name: str, args: dict | None, call_id: str = "call_1") -> ToolCallRequest:
@@ -117,7 +117,7 @@ class SteppingClock:
 
 
 def test_grep_stops_cooperatively_at_the_deadline(tmp_path, monkeypatch):
-    from subconscious.tools import confine, readers, registry
+    from subconscious.agent_tools import confine, readers, registry
 
     p = tmp_path / "many"
     p.mkdir()

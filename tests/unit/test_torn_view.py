@@ -17,7 +17,7 @@ from pathlib import Path
 
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 
 def make(tmp: Path, host: str, fs=None) -> Store:

@@ -1,4 +1,4 @@
-"""subconscious.transcript on transcripts captured from the real Claude Code CLI, and examples."""
+"""subconscious.delivery.transcript on transcripts captured from the real Claude Code CLI, and examples."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.transcript import (RESULT_CUT, THINKING_CUT, AssistantText, Summary, Thinking, ToolResult,
+from subconscious.delivery.transcript import (RESULT_CUT, THINKING_CUT, AssistantText, Summary, Thinking, ToolResult,
                                      ToolUse, UserText, build_update, complete_lines, cut, parse_line, redact,
                                      session_start_message, session_update, tool_summary)
 

@@ -1,4 +1,4 @@
-"""Property tests for subconscious.transcript: cursor laws, XML safety, redaction."""
+"""Property tests for subconscious.delivery.transcript: cursor laws, XML safety, redaction."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from subconscious.redact import _code_or_prose_value
-from subconscious.transcript import (REDACTED, build_update, complete_lines, find_secrets, parse_line, redact,
+from subconscious.privacy.redact import _code_or_prose_value
+from subconscious.delivery.transcript import (REDACTED, build_update, complete_lines, find_secrets, parse_line, redact,
                                      xml_escape)
 
 text = st.text(st.characters(codec="utf-8"), max_size=60)
@@ -68,7 +68,7 @@ def test_processing_in_steps_equals_processing_at_once(lines, data):
 def test_max_chars_chunks_lose_and_repeat_nothing(lines, room):
     # the smallest bound an update can hold (its envelope at the longest line numbers, and MIN_ROOM of text;
     # a smaller one is refused: test_delivery_size_bound), plus 1-400 characters of room to chunk by
-    from subconscious.transcript import MIN_ROOM, render_update
+    from subconscious.delivery.transcript import MIN_ROOM, render_update
 
     limit = len(render_update("s", (), (len(lines), len(lines) + 1), "k" * 20, None)) + MIN_ROOM + room
     cursor, msgs = -1, []
@@ -172,7 +172,7 @@ def test_key_material_vanishes_without_any_header(raw, before, s1):
 
     body = base64.b64encode(raw).decode()
     lines = [body[i:i + 64] for i in range(0, len(body), 64)]
-    from subconscious.redact import looks_random
+    from subconscious.privacy.redact import looks_random
     assume(all(looks_random(line) for line in lines if len(line) >= 40) and len(lines[0]) >= 40)
     out = redact(before + s1 + "\n".join(lines))
     for line in lines:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
+from subconscious.state.store.core import Store
 
 DAY = 86_400_000
 
@@ -221,7 +221,7 @@ import tempfile  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from subconscious.state.filemerge import merge_bytes, render  # noqa: E402
+from subconscious.state.conflicts.filemerge import merge_bytes, render  # noqa: E402
 import hashlib  # noqa: E402
 
 KEYS = ("s1", "s2", "s3")

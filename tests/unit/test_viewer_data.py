@@ -1,5 +1,5 @@
 """The pure shaping behind the viewer's page and the MCP tools' answers (subconscious/viewer/backend.py,
-subconscious/mcpserver.py): what a person reads there must be what the data says."""
+subconscious/mcp/server.py): what a person reads there must be what the data says."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from hypothesis import given, strategies as st
 
-from subconscious.mcpserver import blocks_text, search_text
+from subconscious.mcp.server import blocks_text, search_text
 from subconscious.see.memory import snapshot, timeline
 from subconscious.state.clock import Stamp
 from subconscious.viewer.backend import clock_rows, encryption_state, history_changes

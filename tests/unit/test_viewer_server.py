@@ -114,5 +114,5 @@ def test_a_bad_content_length_is_a_client_error_never_a_500(server, length, stat
 def test_no_hook_loads_the_mcp_sdk_or_the_viewer(tmp_path):
     for event, modules, stderr in hook_loaded_modules(tmp_path, f"http://127.0.0.1:{closed_port()}"):
         unwanted = sorted(m for m in modules if m.split(".")[0] in ("mcp", "mcp_types", "pydantic")
-                          or m.startswith(("subconscious.viewer", "subconscious.mcpserver")))
+                          or m.startswith(("subconscious.viewer", "subconscious.mcp.server")))
         assert unwanted == [], (event, stderr[-2000:])

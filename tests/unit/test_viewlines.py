@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from subconscious.state.jsontext import Unparseable, loads_state
 from subconscious.state.textforms import dumps_canonical
-from subconscious.state.viewlines import member_lines, read_against
+from subconscious.state.conflicts.viewlines import member_lines, read_against
 
 
 def entry(i: int, host: str = "h1") -> dict:
@@ -103,7 +103,7 @@ maps = st.dictionaries(st.sampled_from([*VIEW, "new", "é", "a b"]), values, max
 @given(maps, maps)
 def test_rendering_with_the_views_lines_is_the_canonical_rendering(old, new):
     """Whatever the view held (canonical or not) and whatever is written, the bytes are dumps_canonical's."""
-    from subconscious.state.viewlines import render_shard, render_view
+    from subconscious.state.conflicts.viewlines import render_shard, render_view
 
     raw = dumps_canonical(old, expand=1).encode()
     lines = member_lines(raw, loads_state(raw)) if old else None
@@ -148,7 +148,7 @@ SHARD_RAW = dumps_canonical(SHARD, expand=2).encode()
     b'{\n  "x": {\n  "conversations": {\n    ' + LINES.by_key["s1"][2:] + b"\n  }\n  }\n}\n",  # nested
 ])
 def test_a_shard_read_by_the_views_lines_is_the_whole_parse_or_falls_back_to_it(raw):
-    from subconscious.state.viewlines import shard_against
+    from subconscious.state.conflicts.viewlines import shard_against
 
     got = shard_against(raw, LINES)
     assert got is None or (got == whole(raw) and list(got) == list(whole(raw))

@@ -8,8 +8,8 @@ import logging
 import shutil
 
 from subconscious.state.records import SessionState
-from subconscious.state.store import Store
-from subconscious.watcher import Watcher, changed_views
+from subconscious.state.store.core import Store
+from subconscious.sync.watcher import Watcher, changed_views
 
 
 def store(tmp_path, home, host):

@@ -1,0 +1,8 @@
+"""Machine-local state, never synced: this host's identity and directories (:mod:`.identity`),
+per-session local records (:mod:`.sessions`), the log, the project a session belongs to, Claude
+Code's settings file (:mod:`.settingsfile`) and the wiring from environment to store
+(:mod:`.runtime`).
+
+May import :mod:`subconscious.privacy`, :mod:`subconscious.state`, :mod:`subconscious.base` and
+:mod:`subconscious.config`; nothing above.
+"""
