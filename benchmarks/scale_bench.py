@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from subconscious.state.conflicts.names import Engine, make_copy_name  # noqa: E402
+from subconscious.state.copynames import Engine, make_copy_name  # noqa: E402
 from subconscious.state.conflicts.filemerge import VIEW, render  # noqa: E402
 from subconscious.state.store.core import Store  # noqa: E402
 from largehome import write_large_home  # noqa: E402  (benchmarks/ is on sys.path when run as a script)

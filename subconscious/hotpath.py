@@ -3,7 +3,7 @@
 Claude Code runs PreToolUse on every tool call (hundreds in a long session), nearly always within the
 fetch TTL of the last fetch: then all there is to do is read stdin, read one small machine-local file
 (``<state dir>/shown/<id>.json``: when this session last fetched) and compare a time. This module does
-exactly that with what the interpreter has already loaded plus ``_json`` (:mod:`subconscious.hooks.fastjson`:
+exactly that with what the interpreter has already loaded plus ``_json`` (:mod:`subconscious.base.fastjson`:
 json's C parts without ``json``, whose ``re`` import costs more than the rest of the hook) — no store, no
 Letta client, no ``logging``, no ``platformdirs``, no dataclasses — and exits 0.
 
@@ -90,12 +90,12 @@ def fetch_ttl_ms(env=os.environ) -> int | None:
 
 
 def last_fetch_ms(directory: str, session_id: str) -> int | None:
-    """When this session last began a fetch on this machine (the claims file, :mod:`subconscious.hooks.claims`:
+    """When this session last began a fetch on this machine (the claims file, :mod:`subconscious.local.claims`:
     written by atomic rename, so read whole without its lock); None when there is none to read."""
     try:
         with open(os.path.join(directory, "shown", session_id + ".json"), "rb") as f:
             raw = f.read(1 << 20)
-        from .hooks import fastjson as json
+        from .base import fastjson as json
 
         value = json.loads(raw).get("fetch_ms")
     except (OSError, ValueError, AttributeError, RecursionError):
@@ -106,7 +106,7 @@ def last_fetch_ms(directory: str, session_id: str) -> int | None:
 def _input(raw: bytes, env) -> tuple[dict, str, str] | None:
     """(hook input, session id, mode) when the input is a plain JSON object with a valid session id and
     LETTA_MODE is one this path knows; None otherwise (the full path decides, and logs why)."""
-    from .hooks import fastjson as json
+    from .base import fastjson as json
 
     try:
         data = json.loads(raw)
@@ -186,7 +186,7 @@ def _text(value) -> bool:
 
 
 def _read_json(path: str):
-    from .hooks import fastjson as json
+    from .base import fastjson as json
 
     try:
         with open(path, "rb") as f:
@@ -199,7 +199,7 @@ def _read_json(path: str):
 def _read_shared(home: str, name: str):
     """A JSON object from the shared state dir (``<home>/.letta/claude/<name>``) as the store reads it: never
     through a symbolic link below the home (then None: the full path decides)."""
-    from .hooks import fastjson as json
+    from .base import fastjson as json
 
     directory = os.path.join(home, ".letta")
     for d in (directory, os.path.join(directory, "claude")):
@@ -221,7 +221,7 @@ def _update_local(sessions: str, sid: str, fields: dict) -> None:
     """These fields over the session's machine-local file as it is now, under the lock localsession.save
     takes (flock on the directory), written by rename; nothing written when nothing changes."""
     import fcntl
-    from .hooks import fastjson as json
+    from .base import fastjson as json
 
     fd = os.open(sessions, os.O_RDONLY)
     try:

@@ -111,7 +111,7 @@ def _project(rt, local):
 
 def _extra(sessions_dir, sid, lines, local, limit) -> dict:
     """The session's notices as the worker would insert them (read only: moot ones are not removed here)."""
-    from ..injection import notices
+    from ..delivery import notices
     from ..privacy.private import private_globs
     from ..delivery.worker import _files
 

@@ -56,7 +56,7 @@ def _advance(store, sessions_dir: Path, session_id: str, lines: list[str], frm: 
     """The lines ``frm+1..to`` of the file (``..last`` in cursor terms) reached the agent, with the notices
     ``inserted`` and without the answers ``skipped``: move the cursor, remember their identity, drop those
     notices, forget the attempt."""
-    from ..injection import notices
+    from . import notices
     from .transcript import line_uuid
 
     # the notices first: a worker killed after this and before the cursor moved finds the attempt still

@@ -208,7 +208,7 @@ def _files(local) -> dict:
 def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit: int, private_paths=()):
     """The session's notices as transcript inserts (notices.py); moot ones (a subagent that left no
     transcript, an answer the file has caught up with) are dropped."""
-    from ..injection import notices
+    from . import notices
 
     pending = notices.load_all(sessions_dir, session_id)
     if not pending:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..state.conflicts.names import Engine, is_temporary, make_copy_name
+from ..state.copynames import Engine, is_temporary, make_copy_name
 
 
 def device_id(name: str) -> str:

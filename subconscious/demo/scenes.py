@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..state.conflicts.names import Engine
+from ..state.copynames import Engine
 from .replicas import Network
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])

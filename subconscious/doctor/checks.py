@@ -13,7 +13,7 @@ from typing import Mapping
 from ..state.conflicts import copies
 from ..state.bounds import future_message
 from ..state.clock import ZERO, Stamp, bound
-from ..state.conflicts.names import CONVERSATIONS, ConflictCopy, Engine, classify, is_original
+from ..state.copynames import CONVERSATIONS, ConflictCopy, Engine, classify, is_original
 from ..state.files import QUARANTINE, UNSAFE, read_json
 from ..state.fs import REAL
 from ..state.jsontext import Unparseable, loads_state

@@ -104,7 +104,7 @@ def apply(report: Report, env: Mapping[str, str]) -> list[str]:
 
 
 def _is_original(f: Finding, home: Path) -> bool:
-    from ..state.conflicts.names import is_original
+    from ..state.copynames import is_original
 
     path = home / f.path
     where = "hosts" if path.parent.name == "hosts" else "root"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..state.conflicts import copies
-from ..state.conflicts.names import CONVERSATIONS, ConflictCopy
+from ..state.copynames import CONVERSATIONS, ConflictCopy
 from ..state.ids import is_session_id
 from .findings import ERROR, WARNING, Finding
 

@@ -5,8 +5,8 @@ it. The full path (:func:`subconscious.hooks.events.lifecycle.note_lagging_answe
 notice; Stop's shortcut (:func:`subconscious.hotpath.handed_over`) hands over to the full path instead of
 finishing, so the answer is never dropped. Both decide with :func:`lagging` on the same bytes: the last
 ``TAIL_BYTES`` of the file (the last ``FIRST_BYTES`` first), its last complete assistant line's last text (as :func:`subconscious.delivery.lines.parse_line`
-reads assistant lines), and :func:`subconscious.injection.notices.answer_recorded`'s rule. Stdlib and
-:mod:`subconscious.hooks.fastjson` only: the shortcut imports it.
+reads assistant lines), and :func:`subconscious.delivery.notices.answer_recorded`'s rule. Stdlib and
+:mod:`subconscious.base.fastjson` only: the shortcut imports it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def read_tail(path: str, nbytes: int = TAIL_BYTES) -> tuple[str, bool] | None:
 
 def _texts(line: str) -> list[str]:
     """The assistant texts of one transcript line (parse_line's AssistantText entries, main transcript)."""
-    from . import fastjson as json
+    from ..base import fastjson as json
 
     if not line.strip():
         return []

@@ -3,7 +3,7 @@
 Most fetches find nothing to show. Proving that takes the session's conversation and watermark
 (``lastSeenMessageId``, read from the session's view in its shared home, found through the machine-local
 session file as Stop's shortcut finds it: :func:`subconscious.hotpath._read_shared`, no symbolic link
-followed below the home), the fetch TTL (PreToolUse only, :func:`subconscious.hooks.claims.take_fetch`;
+followed below the home), the fetch TTL (PreToolUse only, :func:`subconscious.local.claims.take_fetch`;
 UserPromptSubmit always fetches), and ONE page of the conversation's messages, newest first (the page
 size of events/pre_tool.py or events/prompt.py, as events/messages.py asks for it) through
 :mod:`subconscious.letta.wire`. When the watermark is in that page (or, none set yet, the conversation is
@@ -18,7 +18,7 @@ and the conversation SessionStart queued the start message for, a view that does
 would want it, the watermark not in the first page, any note, an answer that is not a 200 with a JSON
 list, a UserPromptSubmit while some session's retry marker is due (the full path's ``spawn.pickup``).
 The full path then fetches again: in that rare case a hook makes two requests. Before handing over, a
-PreToolUse gives its fetch TTL back (:func:`subconscious.hooks.claims.give_back_fetch`), so the full path takes
+PreToolUse gives its fetch TTL back (:func:`subconscious.local.claims.give_back_fetch`), so the full path takes
 it and fetches instead of skipping. A request that times out is what the full path would log too: the
 reason is logged and the hook exits 0 (no second wait); so does any hand-over once more than
 ``HANDOVER_BY`` seconds went by (0.8 s, 1.8 s), to stay within the hook's timeout.
@@ -176,7 +176,7 @@ def due_marker(pending: str, now: float) -> bool | None:
 def arm_safety_net(pending: str, sid: str, now: float) -> None:
     """This session's retry marker due ``SAFETY_NET_SECONDS`` from now, unless one is due sooner, armed
     ``now`` (localsession.mark_pending with keep_earlier, as spawn.pickup arms it)."""
-    from . import fastjson as json
+    from ..base import fastjson as json
     from ..base.atomic import atomic_write
 
     path = os.path.join(pending, sid)
@@ -233,7 +233,7 @@ def nothing_new(raw: bytes, env=os.environ, *, pre_tool: bool) -> bool:
     if not pre_tool and due_marker(pending, now):
         return False  # a retry is due: the full path picks it up (spawn.pickup)
 
-    from . import claims
+    from ..local import claims
 
     shown = os.path.join(directory, "shown")
     taken_ms = int(now * 1000)
@@ -244,7 +244,7 @@ def nothing_new(raw: bytes, env=os.environ, *, pre_tool: bool) -> bool:
         ttl = fetch_ttl_ms(env)
         if ttl is None:
             return False
-    from . import fastjson as json
+    from ..base import fastjson as json
 
     if not claims.take_fetch(shown, sid, ttl, taken_ms):
         return True  # another hook of this session fetched less than the TTL ago: the full path skips too

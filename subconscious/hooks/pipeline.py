@@ -94,7 +94,7 @@ def lease_budget(event_name: str) -> float:
     deadline, at most :data:`~.state.viewlock.LEASE_WAIT_S` (SessionEnd's 1.2 s left its end record no time:
     1 s of waiting, then the deadline). A write that does not get it is in this host's files all the same."""
     from .run import EVENTS
-    from ..state.store.viewlock import LEASE_WAIT_S
+    from ..state.viewlock import LEASE_WAIT_S
 
     spec = EVENTS.get(event_name)
     return LEASE_WAIT_S if spec is None else min(LEASE_WAIT_S, spec[1] / 8)

@@ -1,5 +1,5 @@
 """Machine-local state, never synced: this host's identity and directories (:mod:`.identity`),
-per-session local records (:mod:`.sessions`), the log, the project a session belongs to, Claude
+per-session local records (:mod:`.sessions`), which hook shows which note (:mod:`.claims`), the log, the project a session belongs to, Claude
 Code's settings file (:mod:`.settingsfile`) and the wiring from environment to store
 (:mod:`.runtime`).
 

@@ -65,7 +65,7 @@ def host_identity(dirs: LocalDirs, env: dict[str, str] | os._Environ = os.enviro
     override = env.get("SUBCONSCIOUS_HOST")
     if override:
         check_host_id(override)
-        from ..state.conflicts.names import is_original
+        from ..state.copynames import is_original
 
         if not is_original(f"{override}.json", where="hosts"):
             raise InvalidIdentifier(f"refusing host id {override!r}: it reads as a sync engine's conflict copy")

@@ -10,7 +10,7 @@ displaced versions (``.subconscious-tmp-displaced-…``), and what was set aside
 Writing another host's version: a host writes only its own version *as a record* (its stamp, its
 content), and that is kept here — re-sealing changes only the representation of the values (the same
 plaintext, the same value version, the same stamp and host), so what every reader merges is what it
-was. The file is replaced with :func:`~subconscious.state.store.publish.publish`, which compares it with the
+was. The file is replaced with :func:`~subconscious.state.publish.publish`, which compares it with the
 bytes read and never discards a version put there meanwhile (the owner's own next write compares with
 the bytes it read, and redoes from a fresh read). So the owner's data is never lost and the merge
 sees one record, re-encrypted. Within one run the same input value gets the same envelope in every file
@@ -354,7 +354,7 @@ def reseal_home(store, keyring: KeyLookup, key: Key | None, *, memo: Memo | None
     """Put every block value in every file of the home under ``key`` (None: plain text), each file
     replaced only if it still holds the bytes read (see the module docstring). ``trusted``: which key
     ids a value may be re-sealed from (others are dropped, see :class:`Memo`); None: any held here."""
-    from ..state.store.publish import publish
+    from ..state.publish import publish
     from ..state.textforms import dumps_canonical
 
     memo = memo or Memo(keyring, key, drop_plain, trusted)

@@ -6,7 +6,7 @@ paths (``session-<id>.json``, ``hosts/<host>.json``). Nothing reaches the file s
 A session id whose file name would read as a sync engine's conflict copy (``abc_conflict-20261130-063049``
 is Nextcloud's copy of session ``abc``) is refused by :func:`check_session_id`, the check every id from
 outside (hook input, the worker's command line) and every id that becomes a file name goes through.
-:func:`is_session_id` is the grammar alone: :mod:`subconscious.state.conflicts.names` builds on it to tell
+:func:`is_session_id` is the grammar alone: :mod:`subconscious.state.copynames` builds on it to tell
 copies from originals, so it must accept the ids inside a copy's name.
 """
 
@@ -44,7 +44,7 @@ def check_session_id(value: object) -> str:
             "letters, digits, '-' or '_'"
         )
     if _COPY_LIKE.search(value):
-        from .conflicts.names import is_original
+        from .copynames import is_original
 
         if not is_original(f"session-{value}.json"):
             raise InvalidIdentifier(

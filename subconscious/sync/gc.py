@@ -33,7 +33,7 @@ from ..state.records import LEGACY_HOST
 from ..state.store.retention import GcPlan, LocalFacts, SessionFacts, plan_gc
 from ..state.sessions.core import session_file_name
 from ..state.store.core import BACKUPS, Store
-from ..state.store.sources import QUARANTINE
+from ..state.sources import QUARANTINE
 
 log = logging.getLogger("subconscious")
 _DATE_DIR = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
@@ -109,7 +109,7 @@ def newest_of_others(host: str, sessions: dict[str, SessionFacts], snap) -> int 
 
 
 def _live_claims(path: Path, now_ms: int) -> bool:
-    from ..hooks.claims import CLAIM_TIMEOUT_MS, _pid_alive
+    from ..local.claims import CLAIM_TIMEOUT_MS, _pid_alive
 
     try:
         data = json.loads(path.read_bytes())
@@ -246,7 +246,7 @@ def _remove_local(local_root: Path, sid: str) -> bool:
             gone = True
         except FileNotFoundError:
             pass
-    from ..injection.notices import NOTICES  # what hooks queued for the agent beside the transcript (notices.py)
+    from ..delivery.notices import NOTICES  # what hooks queued for the agent beside the transcript (notices.py)
 
     return _remove_tree(local_root / "sessions" / NOTICES / sid) or gone
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..state.conflicts import copies
-from ..state.conflicts.names import ConflictCopy, classify, is_temporary
+from ..state.copynames import ConflictCopy, classify, is_temporary
 
 HOSTS = "hosts"
 

@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from subconscious.local import sessions as localsession
-from subconscious.injection import notices
+from subconscious.delivery import notices
 from subconscious.delivery.plan import update_limit
 from subconscious.letta.messages import content_text
 from subconscious.delivery.transcript import parse_line

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from subconscious.local import sessions as localsession
-from subconscious.injection import notices
+from subconscious.delivery import notices
 from tests.harness.claude_code import ClaudeRun, ClaudeSandbox
 from tests.harness.claude_machine import ClaudeMachine
 from tests.harness.hooks import conversation_messages, said, user_texts

@@ -23,7 +23,7 @@ import anyio
 import httpx
 import pytest
 
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from tests.harness.chromium import Dom, dump_dom, screenshot
 from tests.harness.fake_llm import FakeLLMControl
 from tests.harness.hooks import conversation_messages

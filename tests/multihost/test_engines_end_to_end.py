@@ -14,7 +14,7 @@ import time
 import pytest
 
 from subconscious.demo.replicas import Network
-from subconscious.state.conflicts.names import ConflictCopy, Engine, classify
+from subconscious.state.copynames import ConflictCopy, Engine, classify
 from subconscious.state.store.core import Store
 from tests.multihost.watchproc import Side, WatchProc
 

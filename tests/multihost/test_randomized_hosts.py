@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from subconscious.demo.replicas import Network
-from subconscious.state.conflicts.names import ConflictCopy, Engine, classify
+from subconscious.state.copynames import ConflictCopy, Engine, classify
 from subconscious.state.merge import merge_raw
 from subconscious.state.records import SessionState, Setting, later
 from subconscious.state.store.core import Store

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from subconscious.state.conflicts.names import Engine
+from subconscious.state.copynames import Engine
 from tests.harness.filesync import ENGINES, LEGACY_RCLONE_FILTERS, RcloneBisync, tree
 from tests.multihost.test_engines_end_to_end import copies_on, doctor, finish, machine, read_only
 from tests.multihost.watchproc import Side

@@ -1,5 +1,5 @@
 """Real Syncthing pair on loopback: propagation, ignore rules, and real conflict copies
-whose names subconscious.state.conflicts.names must recognise."""
+whose names subconscious.state.copynames must recognise."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from subconscious.state.conflicts import names as conflicts
-from subconscious.state.conflicts.names import ConflictCopy, Engine, TempFile
+from subconscious.state import copynames as conflicts
+from subconscious.state.copynames import ConflictCopy, Engine, TempFile
 from tests.harness.syncthing import SyncthingPair, install_seconds
 
 pytestmark = pytest.mark.syncthing

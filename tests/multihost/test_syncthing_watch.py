@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.state.conflicts.names import is_temporary
+from subconscious.state.copynames import is_temporary
 from subconscious.state.store.core import Store
 from tests.harness.syncthing import SyncthingPair
 from tests.multihost.watchproc import WatchProc

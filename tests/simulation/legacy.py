@@ -111,7 +111,7 @@ def legacy_store_class(store_module: types.ModuleType):
     class LegacySimStore(Base):
         def _shard_paths(self):
             names = sorted(n for n in _fs().listdir(self.home / "hosts") if n.endswith(".json"))
-            from subconscious.state.conflicts.names import is_original
+            from subconscious.state.copynames import is_original
             from subconscious.state.ids import is_host_id
 
             paths = [self.home / "hosts" / n for n in names]

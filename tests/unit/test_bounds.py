@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from subconscious.state.bounds import over_bound, winners_beyond
 from subconscious.state.clock import ALLOWED_SKEW_MS, FOLLOW_MS, MAX, Stamp, bound, wall_ms
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from subconscious.state.conflicts import copies
 from subconscious.state.sessions.listcache import unusual
-from subconscious.state.conflicts.names import ConflictCopy, Engine, classify, make_copy_name
-from subconscious.state.store.publish import displaced_names, displaced_prefix
+from subconscious.state.copynames import ConflictCopy, Engine, classify, make_copy_name
+from subconscious.state.publish import displaced_names, displaced_prefix
 from subconscious.state.sessions.reading import Listing, SessionReading, _sid_of
 
 _SEP = re.compile(r"[-_]")

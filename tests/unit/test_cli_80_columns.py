@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
 

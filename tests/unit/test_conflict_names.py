@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from subconscious.state.conflicts import names as conflicts
-from subconscious.state.conflicts.names import (
+from subconscious.state import copynames as conflicts
+from subconscious.state.copynames import (
     WEAK_ENGINES,
     ConflictCopy,
     Engine,

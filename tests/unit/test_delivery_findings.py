@@ -197,7 +197,7 @@ def test_temp_files_of_killed_writers_are_swept(world):
     stale.write_text("x")
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
     # issue 25: also those a notice writer (a hook at its deadline) left in the session's notices dir
-    from subconscious.injection import notices
+    from subconscious.delivery import notices
 
     notices.add(world.sessions, SID, "compacted", 0, trigger="auto", summary="kept")
     stale_notice = world.sessions / "notices" / SID / ".subconscious-tmp-def"
@@ -394,7 +394,7 @@ def test_a_notice_reaches_the_agent_once_whatever_file_operation_the_worker_is_k
     store writes in turn, then run again: the compaction notice and every line reach the agent once."""
     import os
 
-    from subconscious.injection import notices
+    from subconscious.delivery import notices
 
     real = {name: getattr(os, name) for name in ("replace", "rename", "unlink", "link")}
     update = FakeStore.update_session

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subconscious.local import sessions as localsession
-from subconscious.injection import notices
+from subconscious.delivery import notices
 from subconscious.delivery import worker
 from subconscious.delivery.plan import update_limit
 from subconscious.letta.errors import LettaHTTPError

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.store.core import Store
 
 REPO = Path(__file__).resolve().parents[2]

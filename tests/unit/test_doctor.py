@@ -16,7 +16,7 @@ import pytest
 
 from subconscious.doctor.checks import diagnose
 from subconscious.doctor.findings import KINDS
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
 from subconscious.state.textforms import dumps_canonical

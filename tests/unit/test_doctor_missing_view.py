@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.records import SessionState
 from tests.unit.test_doctor import Home
 

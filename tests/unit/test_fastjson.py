@@ -1,4 +1,4 @@
-"""subconscious.hooks.fastjson is json.loads/json.dumps for the hot path without importing json: the same value or
+"""subconscious.base.fastjson is json.loads/json.dumps for the hot path without importing json: the same value or
 the same error as json for every input, and no json or re in the process while it works."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.hooks import fastjson
+from subconscious.base import fastjson
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
@@ -76,7 +76,7 @@ def test_deep_nesting_and_huge_documents_behave_as_json():
 
 def test_it_imports_neither_json_nor_re():
     # the interpreter may load re at its start (a site .pth here does): only what fastjson adds counts
-    code = ("import sys; before = set(sys.modules); from subconscious.hooks import fastjson as f; v = f.loads(b'{\"a\": [1, 2.5, null, \"\\\\u00e9\"]}');"
+    code = ("import sys; before = set(sys.modules); from subconscious.base import fastjson as f; v = f.loads(b'{\"a\": [1, 2.5, null, \"\\\\u00e9\"]}');"
             "s = f.dumps(v); assert v == {'a': [1, 2.5, None, 'é']} and s.startswith('{\"a\"'), s;"
             "print(sorted(m for m in ('json', 're', 'json.decoder', 'enum') if m in set(sys.modules) - before))")
     root = Path(__file__).resolve().parents[2]

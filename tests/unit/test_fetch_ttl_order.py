@@ -5,7 +5,7 @@ fetch time 'in the future' and took the TTL again."""
 
 from __future__ import annotations
 
-from subconscious.hooks import claims
+from subconscious.local import claims
 
 TTL = 30_000
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
 from subconscious.sync.watcher import Watcher

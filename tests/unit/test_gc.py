@@ -124,7 +124,7 @@ def test_a_session_a_process_is_still_working_on_is_kept_even_with_0d(tmp_path):
     idle = localsession.LocalSession("idle", cwd="/x")
     localsession.save(sessions_dir, idle)
     os.utime(localsession.path_for(sessions_dir, "idle"), (OLD / 1000, OLD / 1000))
-    from subconscious.injection import notices
+    from subconscious.delivery import notices
 
     notices.add(sessions_dir, "idle", "subagent", 3, text="an old subagent's report")  # never delivered
     os.utime(localsession.path_for(sessions_dir, "idle"), (OLD / 1000, OLD / 1000))

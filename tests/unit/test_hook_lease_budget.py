@@ -21,7 +21,7 @@ from pathlib import Path
 from subconscious.local.log import setup
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
-from subconscious.state.store.viewlock import lock_path
+from subconscious.state.viewlock import lock_path
 
 
 def test_session_end_records_its_end_while_another_holder_keeps_the_lease(tmp_path):

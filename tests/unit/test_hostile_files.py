@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.state.conflicts.names import ConflictCopy, classify
+from subconscious.state.copynames import ConflictCopy, classify
 from subconscious.state.files import ASIDE_NAME_MAX, NAME_MAX, UNSAFE, fit_name, read_json, set_aside
 from subconscious.state.ids import InvalidIdentifier, check_session_id
 from subconscious.state.records import SessionState
-from subconscious.state.store.sources import Read, copy_source
+from subconscious.state.sources import Read, copy_source
 from subconscious.state.store.core import Store
 
 SECRET = b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA-hostile-test\n"

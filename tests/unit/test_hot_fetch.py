@@ -18,7 +18,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.hooks import claims, fetch_shortcut as hotfetch
+from subconscious.local import claims
+from subconscious.hooks import fetch_shortcut as hotfetch
 from subconscious.injection.messages import look_back
 from tests.unit.test_hot_path_imports import HOOK, loaded
 from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fake server fixture

@@ -13,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-from subconscious.hooks import claims
+from subconscious.local import claims
 
 ROOT = Path(__file__).resolve().parents[2]
 # A hook process as the console script starts it, reporting the modules it loaded beyond the interpreter's
@@ -29,10 +29,10 @@ atexit.register(dump)
 {body}
 """
 HOOK = "from subconscious.cli import main\nsys.exit(main(sys.argv[2:]))"
-ALLOWED_OURS = {"subconscious", "subconscious.cli", "subconscious.hotpath", "subconscious.hooks", "subconscious.hooks.fastjson"}
+ALLOWED_OURS = {"subconscious", "subconscious.cli", "subconscious.hotpath", "subconscious.base", "subconscious.base.fastjson"}
 NEVER = {"subconscious.state.store.core", "subconscious.hooks.run", "subconscious.hooks.pipeline", "subconscious.local.identity",
          "subconscious.letta.lite", "subconscious.letta.client", "httpx", "logging", "platformdirs", "dataclasses",
-         "argparse", "pathlib", "socket", "urllib.request", "subconscious.hooks.claims"}
+         "argparse", "pathlib", "socket", "urllib.request", "subconscious.local.claims"}
 
 
 def loaded(tmp: Path, body: str, argv: list[str], stdin: str, env: dict) -> tuple[set[str], subprocess.CompletedProcess]:

@@ -202,7 +202,7 @@ def test_a_hook_that_dies_before_printing_loses_no_note(tmp_path, letta):
     assert s.in_process("pre-tool-use", stdout=DiesOnWrite()) == ""
     d = tmp_path / "local" / "shown"
     if d.exists():  # in-process the claim's owner (this pid) lives on: release it as a dead process's would be
-        from subconscious.hooks import claims
+        from subconscious.local import claims
 
         st = claims.state(d, s.sid)
         assert not st["printed"]

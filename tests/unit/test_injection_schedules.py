@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from subconscious.hooks import claims
+from subconscious.local import claims
 from subconscious.injection.context import look_back, pre_tool_injection, prompt_injection
 from subconscious.hooks.events.messages import after_printed, claim_notes, read_pages, to_show, watermark_change
 from subconscious.state.records import SessionState

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.hooks import claims
+from subconscious.local import claims
 from tests.unit.test_injection_hooks import letta  # noqa: F401 - the fake Letta server fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def test_in_ttl_pre_tool_use_runs_without_the_script_and_without_json_or_re(tmp_
     assert r.returncode == 0 and r.stdout == ""
     assert not m.script_ran()
     extra = imported(r.stderr) - baseline
-    assert extra <= {"__future__", "subconscious", "subconscious.hotpath", "subconscious.hooks", "subconscious.hooks.fastjson", "_json"}, sorted(extra)
+    assert extra <= {"__future__", "subconscious", "subconscious.hotpath", "subconscious.base", "subconscious.base.fastjson", "_json"}, sorted(extra)
     assert claims.state(m.local / "shown", sid)["fetch_ms"] == before
 
 

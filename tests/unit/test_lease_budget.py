@@ -13,7 +13,7 @@ from pathlib import Path
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
-from subconscious.state.store.viewlock import LEASE_WAIT_S, lock_path
+from subconscious.state.viewlock import LEASE_WAIT_S, lock_path
 
 
 class TouchedLeases(RealFS):

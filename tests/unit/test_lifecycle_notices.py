@@ -9,7 +9,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subconscious.injection import notices
+from subconscious.delivery import notices
 from subconscious.state.merge import merge_sessions
 from subconscious.state.records import SessionState, parse_session
 from subconscious.delivery.transcript import Insert, Message, build_update

@@ -61,7 +61,7 @@ def test_a_cache_directory_that_is_a_link_is_neither_read_nor_written(tmp_path):
     """The machine-local cache directory replaced by a link (to a directory someone else can write): the
     listing cache found there, which says the home holds no copy, is not believed — the hook's read still
     merges the conflict copy that holds the newer cursor — and nothing is written through the link."""
-    from subconscious.state.conflicts.names import Engine, make_copy_name
+    from subconscious.state.copynames import Engine, make_copy_name
 
     home, cache = _home(tmp_path)
     view = home / "session-s1.json"

@@ -11,7 +11,7 @@ import os
 
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
-from subconscious.state.store.viewlock import pending_path
+from subconscious.state.viewlock import pending_path
 
 
 def _store(tmp_path) -> Store:

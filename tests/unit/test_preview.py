@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from subconscious.local import sessions as localsession
-from subconscious.injection import notices
+from subconscious.delivery import notices
 from subconscious.delivery.transcript import answer_digest
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from subconscious.state.store.sources import QUARANTINE_KEEP
+from subconscious.state.sources import QUARANTINE_KEEP
 from subconscious.state.store.core import Store
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from subconscious.demo import replicas
 from subconscious.demo.replicas import Network
-from subconscious.state.conflicts.names import Engine
+from subconscious.state.copynames import Engine
 
 
 def inside_one_tick(monkeypatch) -> None:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subconscious.state.clock import Stamp
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from subconscious.hooks import answer_tail
 from subconscious import hotpath
 from subconscious.local import sessions as localsession
-from subconscious.injection import notices
+from subconscious.delivery import notices
 from subconscious.delivery.transcript import complete_lines
 from tests.harness.fake_letta import FakeLetta
 from tests.unit.test_injection_hooks import Session

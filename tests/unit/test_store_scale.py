@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.state.conflicts.names import Engine, make_copy_name
+from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.fs import READ_CAP, RealFS
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store

@@ -85,7 +85,7 @@ def test_the_console_prints_agent_text_as_text_in_cells_and_lines_styles_kept_on
 def hostile_home(tmp_path: Path) -> dict:
     """A home with a Dropbox conflict copy whose user name (free text in the file name) is hostile, and
     one that is not JSON: doctor reports the first, status the second, both by name."""
-    from subconscious.state.conflicts.names import Engine, make_copy_name
+    from subconscious.state.copynames import Engine, make_copy_name
     from subconscious.state.store.core import Store
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LETTA_", "SUBCONSCIOUS_", "CLAUDE"))}

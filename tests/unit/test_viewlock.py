@@ -1,4 +1,4 @@
-"""The lease on a shared view (subconscious.state.store.viewlock) on the real file system: taken and given back,
+"""The lease on a shared view (subconscious.state.viewlock) on the real file system: taken and given back,
 a stale one (its holder killed) taken over, and every odd case — held too long, no hard links, a lock name
 that is a symlink or a directory — ends in writing without it, never in an error or a hang."""
 
@@ -9,7 +9,7 @@ import time
 
 from subconscious.state.fs import RealFS
 from subconscious.state.store.core import Store
-from subconscious.state.store.viewlock import lock_path, view_lock
+from subconscious.state.viewlock import lock_path, view_lock
 
 
 def _names(d):
@@ -80,7 +80,7 @@ def test_writes_go_on_when_the_lease_is_held_by_a_dead_writer(tmp_path):
     happens once the dead writer's lease is stale (STALE_S)."""
     import json
 
-    from subconscious.state.store.viewlock import STALE_S
+    from subconscious.state.viewlock import STALE_S
 
     home = tmp_path / "home"
     store = Store(home, "h1", tmp_path / "l" / "locks", tmp_path / "l" / "clocks")
@@ -116,7 +116,7 @@ def test_a_lease_this_host_left_in_a_killed_process_is_taken_at_once(tmp_path, m
     """A hook cut off at its timeout between taking and giving back the lease: the host's next write (which
     holds the host lock, as every writer of the host does while it holds a lease) takes it over without
     waiting for it to go stale (it waited 10 s: 100 kill trials of test_crash_safety took 496 s)."""
-    from subconscious.state.store import viewlock
+    from subconscious.state import viewlock
 
     home = tmp_path / "claude"
     s = Store(home, "h1", tmp_path / "locks", tmp_path / "clocks")

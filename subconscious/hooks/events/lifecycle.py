@@ -66,7 +66,7 @@ def note_lagging_answer(ctx: SessionContext, path: str, answer: str) -> bool:
     """Stop's ``last_assistant_message`` when the transcript file has not recorded it yet (Claude Code's docs
     say the file can lag): queued as a notice so the answer is delivered now, and its line left out when the
     file catches up. True when it was queued."""
-    from ...injection import notices
+    from ...delivery import notices
     from ..answer_tail import lagging
     from ...delivery.transcript import answer_digest, cut, redact
 

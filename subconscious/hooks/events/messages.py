@@ -5,7 +5,7 @@ One note is shown once even when several hooks run at the same moment (parallel 
 
 1. look back by id: pages of the conversation, newest first, until the watermark
    (``last_seen_message_id``) is reached — however many messages are new (up to ``MAX_PAGES`` pages);
-2. claim (:mod:`subconscious.hooks.claims`, a machine-local compare-and-set): this hook takes the new notes that
+2. claim (:mod:`subconscious.local.claims`, a machine-local compare-and-set): this hook takes the new notes that
    no other hook printed or holds;
 3. print (hookrun writes and flushes stdout), then :meth:`Output.written`: the claimed notes are recorded
    as printed, and the watermark moves over the notes printed so far — by compare-and-set in the store,
@@ -19,7 +19,7 @@ import os
 import time
 from typing import Callable
 
-from .. import claims
+from ...local import claims
 from ..pipeline import SessionContext, Skip
 
 log = logging.getLogger("subconscious")

@@ -4,7 +4,7 @@ placed in the session's stream where the compaction happened, and a worker deliv
 
 from __future__ import annotations
 
-from ...injection import notices
+from ...delivery import notices
 from ..run import HookEvent
 from ..pipeline import open_session
 from ...delivery.transcript import cut, redact

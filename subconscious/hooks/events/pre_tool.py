@@ -2,7 +2,7 @@
 
 Skips the fetch entirely when the last one (by any hook of this session on this machine) began less than
 ``SUBCONSCIOUS_FETCH_TTL`` seconds ago (default 5): a burst of tool calls costs one request, not one per
-tool. The check and the new fetch time are one compare-and-set (:func:`subconscious.hooks.claims.take_fetch`):
+tool. The check and the new fetch time are one compare-and-set (:func:`subconscious.local.claims.take_fetch`):
 of parallel hooks, one fetches. A subagent's tool calls (``agent_id`` in the input) fetch nothing: a note
 shown there would be recorded as shown but never reach the main thread's Claude."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 
-from ...injection import notices
+from ...delivery import notices
 from ..run import HookEvent
 from ..pipeline import Skip, open_session
 from .lifecycle import hand_over, position, require_conversation, transcript_of

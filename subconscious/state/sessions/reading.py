@@ -19,9 +19,9 @@ from ..files import Problem
 from ..ids import check_session_id, is_session_id
 from ..merge import merge_session_versions
 from ..order import ADOPTED_MAX, add_adopted, adoption_digest, canonical, is_digest
-from ..store.publish import displaced_names, displaced_prefix
+from ..publish import displaced_names, displaced_prefix
 from ..records import LEGACY_HOST, RecordError, SessionState, parse_session
-from ..store.sources import Read, Source, copy_source
+from ..sources import Read, Source, copy_source
 
 SESSION_PREFIX, SESSION_SUFFIX = "session-", ".json"
 HOSTS = "hosts"

@@ -15,10 +15,10 @@ from ..conflicts import copies
 from ..bounds import future_message, when
 from ..clock import FOLLOW_MS, ZERO, Stamp, bound, follow_limit
 from ..files import Problem
-from ..store.publish import DISPLACED, displaced_names, publish
+from ..publish import DISPLACED, displaced_names, publish
 from ..records import LEGACY_HOST, RecordError, parse_session
 from .reading import HOSTS, MAX_REDO, session_file_name
-from ..store.sources import Read, Source
+from ..sources import Read, Source
 from ..textforms import dumps_canonical
 
 FLOOR_FILE = "floor.json"  # hosts/<host>/floor.json: the session floor this host has seen (see state/retention.py)

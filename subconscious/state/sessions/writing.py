@@ -13,7 +13,7 @@ from ..clock import ZERO, Stamp
 from ..ids import check_session_id
 from ..merge import merge_sessions
 from ..order import same_json
-from ..store.publish import publish
+from ..publish import publish
 from ..records import LEGACY_HOST, SessionState
 from .reading import MAX_REDO, with_adopted
 from ..textforms import dumps_canonical

@@ -11,7 +11,7 @@ Layout of ``$LETTA_HOME/.letta/claude/``::
 No lock can span hosts, and none is needed: every host writes only its own shard files (its processes
 take the machine-local host lock), and every reader merges all shards. The two views are written by
 everyone — other hosts, sync engines, upstream's plugin — so they are published with
-:func:`~subconscious.state.store.publish.publish`, which never throws away a version it did not merge: a
+:func:`~subconscious.state.publish.publish`, which never throws away a version it did not merge: a
 write that finds someone else's version there is redone with it as one more source. A view is
 therefore never the only place a write of ours lives; what upstream writes into it is adopted (and
 stamped) into the next writer's shard.
@@ -47,9 +47,9 @@ from .snapshot import (  # re-exported: their old home
     _Read,
     floor_of,
 )
-from .sources import Reader
+from ..sources import Reader
 from .upkeep import Upkeep
-from .viewlock import LEASE_WAIT_S
+from ..viewlock import LEASE_WAIT_S
 from .writing import Writing
 
 __all__ = ["Snapshot", "ShardInfo", "Store", "StoreError", "open_store", "session_file_name"]

@@ -14,16 +14,16 @@ from typing import Any
 from ..conflicts import copies
 from ..clock import FOLLOW_MS, ZERO, Stamp, bound
 from ..files import Problem
-from ..conflicts.names import is_original
+from ..copynames import is_original
 from ..ids import check_session_id, is_host_id, is_session_id
 from ..merge import max_stamp, merge_maps, merge_raw
 from .plan import FLOOR_SETTING, below_floor, view_versions
-from .publish import displaced_names, displaced_original
+from ..publish import displaced_names, displaced_original
 from ..records import Conversation, RecordError, Setting, normalize_record, parse_setting, raw_stamp
 from ..bounds import (DEMOTED, SETTING_AHEAD, AheadRecords, ahead_map, demoted, future_message, named_ahead, named_settings,
                      over_bound, when, winners_beyond)
 from .snapshot import CONVERSATIONS, HOSTS, ShardInfo, Snapshot, _Read, floor_of
-from .sources import Read, Source, copy_source
+from ..sources import Read, Source, copy_source
 from ..conflicts.viewlines import member_lines, read_against, shard_against
 
 

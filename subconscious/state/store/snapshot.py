@@ -18,7 +18,7 @@ from ..files import Problem
 from ..order import AdoptedRecords
 from .plan import FLOOR_SETTING
 from ..records import Conversation, Record, Setting, parse_record
-from .sources import Read
+from ..sources import Read
 from ..conflicts.viewlines import ViewLines
 
 CONVERSATIONS = "conversations.json"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from ..conflicts import copies
 from ..clock import ZERO, Stamp
-from ..conflicts.names import ConflictCopy, classify
+from ..copynames import ConflictCopy, classify
 from ..ids import check_session_id, is_host_id, is_session_id
 from ..order import wins as order_wins
 from .plan import FLOOR_SETTING
-from .publish import DISPLACED, displaced_original
+from ..publish import DISPLACED, displaced_original
 from ..records import RecordError, Setting, Tombstone, later, parse_record
 from .snapshot import CONVERSATIONS, HOSTS, StoreError, floor_of
-from .sources import Source
+from ..sources import Source
 from ..textforms import TEMP_PREFIX
 
 

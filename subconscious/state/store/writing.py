@@ -19,7 +19,7 @@ from ..ids import check_session_id, is_session_id
 from ..merge import merge_maps
 from ..order import record_of, same_json
 from .plan import FLOOR_SETTING, legacy_adopted, plan_conversations
-from .publish import publish, settle_displaced, whole
+from ..publish import publish, settle_displaced, whole
 from ..records import Conversation, Record, Setting, Tombstone
 from .snapshot import (
     BACKUPS,
@@ -33,9 +33,9 @@ from .snapshot import (
     _Read,
     floor_of,
 )
-from .sources import Read
+from ..sources import Read
 from ..conflicts.viewlines import render_shard, render_view
-from .viewlock import BUSY, LEASE_WAIT_S, pending_path, view_lock
+from ..viewlock import BUSY, LEASE_WAIT_S, pending_path, view_lock
 
 log = logging.getLogger("subconscious")
 

@@ -90,7 +90,7 @@ def delivered(sessions_dir: Path, session_id: str, inserted: Sequence[str], skip
 
 
 def assistant_texts(lines: Sequence[str], start: int = 0) -> list[str]:
-    from ..delivery.transcript import AssistantText, parse_line
+    from .transcript import AssistantText, parse_line
 
     return [e.text for line in lines[max(start, 0):] if '"assistant"' in line
             for e in parse_line(line).entries if isinstance(e, AssistantText)]
@@ -104,7 +104,7 @@ def answer_recorded(answer: str, texts: Sequence[str]) -> bool:
 
 
 def _read_lines(path: Any) -> list[str] | None:
-    from ..delivery.transcript import complete_lines
+    from .transcript import complete_lines
 
     if not isinstance(path, str) or not path:
         return None
@@ -119,7 +119,7 @@ def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_char
     """(transcript inserts, keys of notices that are moot, answers to leave out {digest: line index}).
     ``files``/``cwd``: how a subagent's Read and Grep results are checked for private blocks (private_results.py)."""
     from ..privacy.private import hide_private  # <private> text in an answer or a summary never leaves (private.py)
-    from ..delivery.transcript import Insert, Message, answer_digest, cut, redact, subagent_messages
+    from .transcript import Insert, Message, answer_digest, cut, redact, subagent_messages
 
     out, moot, skip = [], [], {}
     for n in notices:

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..conflicts.names import ConflictCopy
-from ..files import ASIDE_NAME_MAX, Problem, fit_name
-from ..fs import FS, TEMP_PREFIX
-from ..textforms import has_conflict_markers, split_conflict_sides
+from .copynames import ConflictCopy
+from .files import ASIDE_NAME_MAX, Problem, fit_name
+from .fs import FS, TEMP_PREFIX
+from .textforms import has_conflict_markers, split_conflict_sides
 
 QUARANTINE = "quarantine"
 # set-aside versions kept per file and kind (the newest): a torn view under churn is a new content at
@@ -85,7 +85,7 @@ class Read:
 def _loads(raw: bytes) -> Any:
     """Parse state JSON; any failure is a ValueError (the hostile-input rules live in jsontext)."""
     try:
-        from ..jsontext import loads_state
+        from .jsontext import loads_state
     except ImportError:  # pragma: no cover - until jsontext exists
         if raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]

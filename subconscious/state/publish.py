@@ -29,7 +29,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..fs import FS, TEMP_PREFIX
+from .fs import FS, TEMP_PREFIX
 
 DISPLACED = TEMP_PREFIX + "displaced-"
 

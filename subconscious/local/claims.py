@@ -21,7 +21,7 @@ The caller advances the session's watermark (``last_seen_message_id``) over prin
 are kept as a ring of the ``KEEP_PRINTED`` newest: never pruned by the watermark, because a slower hook may
 still hold a look-back from before it moved (a hook lives 8 s at most; 256 notes are not printed in that time).
 Stdlib only, and light enough for the fetching hooks' shortcut (subconscious.hooks.fetch_shortcut): JSON through
-:mod:`subconscious.hooks.fastjson`, paths as strings (``str`` or ``Path`` accepted), no ``json``, ``pathlib``,
+:mod:`subconscious.base.fastjson`, paths as strings (``str`` or ``Path`` accepted), no ``json``, ``pathlib``,
 ``contextlib`` or ``typing`` at run time — each pulls in ``re``, ``enum`` or ``functools``.
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-from . import fastjson as json
+from ..base import fastjson as json
 from ..base.atomic import atomic_write, ensure_dir
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms on a hook)

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..fs import FS, TEMP_PREFIX
+from .fs import FS, TEMP_PREFIX
 
 LOCK = TEMP_PREFIX + "lock-"
 WAIT_S = 10.0  # at most (a store waits as long as for its host lock); a holder holds for one read and one
