@@ -38,7 +38,7 @@ AGENT_GO = "agent-may-answer"
 WAIT_SCRIPT = '''\
 import sys, time
 from pathlib import Path
-from subconscious import localsession
+from subconscious.local import sessions as localsession
 sessions, sid = Path(sys.argv[1]), sys.argv[2]
 Path(sys.argv[3]).touch()  # the agent, waiting on its first step, may answer now
 deadline = time.monotonic() + 100
