@@ -22,3 +22,12 @@ def full() -> bool:
 def size(ci: int, full_size: int) -> int:
     """``full_size`` in a full run, else ``ci``."""
     return full_size if full() else ci
+
+
+# Property tests: a third of their examples at the CI size (at least 30), all of them with --full. Generated
+# bad input (tests/unit/test_fuzz_inputs.py) keeps its thousands of cases at either size. A third, not a
+# fixed count: Hypothesis's mutation step costs far more than the examples it adds on some strategies
+# (tests/unit/test_conflict_names.py's temp-file names: 0.6 s of CPU at 100 examples, 35 s at 300).
+def examples(full_count: int) -> int:
+    """``max_examples`` for a property test written with its full count."""
+    return full_count if full() else max(30, full_count // 3)

@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, settings as hsettings, strategies as st
 
 from subconscious.state.clock import MAX_COUNT, MAX_WALL, Stamp
 from subconscious.state.records import Conversation, SessionState, Setting, Tombstone, canonical, parse_record
+from tests.harness.sizes import examples
 
 # For tests that take several copies (and often every permutation of them): no deadline on a shared,
 # busy machine, and the composite strategies below may be slow to generate.
-heavy = hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+heavy = hsettings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 hosts = st.sampled_from(["alpha", "beta", "gamma", ""])
 stamps = st.builds(Stamp, st.integers(0, 6), st.integers(0, 3))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from tests.harness.sizes import examples
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_clock_follow import Clock, live, make  # noqa: E402
@@ -80,7 +81,7 @@ from subconscious.state.clock import ALLOWED_SKEW_MS, FOLLOW_MS  # noqa: E402
 from test_clock_follow import SKEWS, skewed_writes  # noqa: E402
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(SKEWS, min_size=3, max_size=4),
        st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["k1", "k2"]), st.sampled_from(["put", "del"]),
                           st.integers(1, 120_000)), min_size=1, max_size=8),

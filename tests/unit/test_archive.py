@@ -21,6 +21,7 @@ from subconscious.privacy.keys import Policy
 from subconscious.state.records import SessionState
 from subconscious.state.seal import Key, is_envelope
 from subconscious.state.store.core import Store
+from tests.harness.sizes import examples
 
 K1 = Key(bytes([1]) * 32)
 
@@ -183,7 +184,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st
                      max_leaves=8)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(convs=st.dictionaries(_ids, _entry, max_size=6),
        sets=st.dictionaries(st.text(max_size=8), st.builds(lambda v, s, h: {"value": v, "hlc": s, "host": h},
                                                              _json, _stamp, _ids), max_size=4),
@@ -198,7 +199,7 @@ def test_any_state_survives_the_archive_unchanged(tmp_path, convs, sets, cursors
     assert archive.check(got, now_ms=10**13).invalid == []  # (stamps up to 10**13 ms: now is after them all)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(["manifest.json", "conversations.json", "settings.json", "sessions/session-a.json"]),
        body=st.binary(max_size=200) | _json.map(lambda v: json.dumps(v).encode()))
 def test_any_member_content_is_merged_or_refused_never_a_crash(tmp_path, name, body):

@@ -23,6 +23,7 @@ from subconscious.injection.blockcache import (
 from subconscious.privacy.keys import Policy, write_policy
 from subconscious.state.seal import Key, envelope_key_id, is_envelope
 from subconscious.state.store.core import Store
+from tests.harness.sizes import examples
 
 K1, K2 = Key(bytes([1]) * 32), Key(bytes([2]) * 32)
 ON1, ON2, OFF = Policy(True, K1.id), Policy(True, K2.id), Policy(False)
@@ -55,7 +56,7 @@ def assert_no_plaintext(home: Path, values=BLOCKS) -> None:
 block_maps = st.dictionaries(st.text(max_size=12), st.text(max_size=60), max_size=6)
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(block_maps, block_maps)
 def test_sealed_maps_round_trip_and_unchanged_values_keep_their_envelopes(first, second):
     ring = {K1.id: K1}
@@ -71,7 +72,7 @@ def test_sealed_maps_round_trip_and_unchanged_values_keep_their_envelopes(first,
         assert (after[label] is stored.get(label)) == (first.get(label) == text)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(block_maps, block_maps)
 def test_a_host_without_the_key_never_writes_plain_text_and_keeps_what_is_there(first, second):
     stored, _ = seal_blocks(None, first, {K1.id: K1}, ON1, "s1")
@@ -82,7 +83,7 @@ def test_a_host_without_the_key_never_writes_plain_text_and_keeps_what_is_there(
         assert open_blocks(after, {}, "s1") == {}  # not cached here
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(block_maps)
 def test_plain_text_when_off_and_nothing_is_sealed(values):
     stored, out = seal_blocks({"old": "x"}, values, {K1.id: K1}, OFF, "s1")

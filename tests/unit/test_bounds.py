@@ -18,6 +18,7 @@ from subconscious.state.clock import ALLOWED_SKEW_MS, FOLLOW_MS, MAX, Stamp, bou
 from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
+from tests.harness.sizes import examples
 
 FAR = MAX.encode()  # 9999999999999999:999999999
 
@@ -161,7 +162,7 @@ def test_within_the_bound_a_stamp_ahead_still_orders_as_before(tmp_path):
 walls = st.one_of(st.integers(0, 10**16 - 1), st.integers(10**12, 3 * 10**12))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.text("abc", min_size=1, max_size=3), st.tuples(walls, st.integers(0, 10**9 - 1),
                                                                           st.integers(0, 3)), max_size=8),
        st.integers(0, 3 * 10**12))

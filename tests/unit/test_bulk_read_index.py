@@ -16,6 +16,7 @@ from subconscious.state.sessions.listcache import unusual
 from subconscious.state.copynames import ConflictCopy, Engine, classify, make_copy_name
 from subconscious.state.publish import displaced_names, displaced_prefix
 from subconscious.state.sessions.reading import Listing, SessionReading, _sid_of
+from tests.harness.sizes import examples
 
 _SEP = re.compile(r"[-_]")
 
@@ -79,7 +80,7 @@ def listings(draw) -> list[str]:
     return list(dict.fromkeys(draw(st.permutations(names))))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(listings())
 def test_the_bulk_reads_shortcuts_find_what_the_scans_find(names):
     assert copies.ambiguous_copies(names) == ambiguous_by_scan(names)
@@ -114,7 +115,7 @@ def uniform_listings(draw) -> list[str]:
     return list(dict.fromkeys(draw(st.permutations(names))))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(uniform_listings())
 def test_unusual_names_of_a_listing_of_one_id_length_are_what_the_scan_finds(names):
     assert unusual(names) == unusual_by_scan(names)

@@ -14,6 +14,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from subconscious.state.clock import ALLOWED_SKEW_MS, FOLLOW_MS, Stamp
 from subconscious.state.store.core import Store
+from tests.harness.sizes import examples
 
 T0 = 1_800_000_000_000  # a fixed "real" time; each host's clock is T0 + its skew + the steps taken
 
@@ -88,7 +89,7 @@ def skewed_writes(tmp: Path, skews: list[int], ops) -> tuple[Clock, list[Store],
     return clock, stores, last
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(SKEWS, min_size=2, max_size=4),
        st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["k1", "k2"]), st.booleans(),
                           st.integers(1, 120_000)), min_size=1, max_size=10))

@@ -23,6 +23,7 @@ from subconscious.state.copynames import (
     make_copy_name,
 )
 from subconscious.state.textforms import TEMP_PREFIX
+from tests.harness.sizes import examples
 
 session_ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", fullmatch=True)
 host_ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", fullmatch=True)
@@ -81,7 +82,7 @@ def copies(draw) -> tuple[str, str, Engine, dict, str]:
 # --------------------------------------------------------------------------- round trip
 
 
-@settings(max_examples=600)
+@settings(max_examples=examples(600))
 @given(copies())
 def test_a_copy_built_from_any_original_classifies_back_to_it(case) -> None:
     where, original, engine, kw, name = case
@@ -93,7 +94,7 @@ def test_a_copy_built_from_any_original_classifies_back_to_it(case) -> None:
     assert not is_original(name, where=where) or got.weak  # only weak names can also be ours
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(copies())
 def test_details_the_engine_encodes_are_parsed(case) -> None:
     where, original, engine, kw, name = case
@@ -123,7 +124,7 @@ def test_details_the_engine_encodes_are_parsed(case) -> None:
         assert got.number == kw["number"]
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(copies())
 def test_strong_copies_need_no_listing_and_weak_ones_need_the_original_beside(case) -> None:
     where, original, engine, kw, name = case
@@ -139,7 +140,7 @@ def test_strong_copies_need_no_listing_and_weak_ones_need_the_original_beside(ca
         assert isinstance(alone, ConflictCopy) and alone.original == original
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.lists(copies(), min_size=1, max_size=6))
 def test_find_conflicts_finds_every_copy_and_groups_it_under_an_original(cases) -> None:
     where = cases[0][0]
@@ -166,7 +167,7 @@ def test_find_conflicts_finds_every_copy_and_groups_it_under_an_original(cases) 
 # --------------------------------------------------------------------------- no false positives
 
 
-@settings(max_examples=600)
+@settings(max_examples=examples(600))
 @given(originals(), st.lists(st.one_of(root_names, host_names), max_size=8))
 @example(("root", "session-abc-2.json"), ["session-abc.json"])
 @example(("root", "session-abc-LAPTOP.json"), ["session-abc.json"])
@@ -180,7 +181,7 @@ def test_no_valid_name_of_ours_is_ever_classified_as_a_copy(orig, others) -> Non
     assert got is None or (got.weak and got.ambiguous)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.one_of(root_names, host_names), st.sampled_from(["root", "hosts"]))
 @example("x.sync-conflict-20261130-063049-ZV4TXD3.json", "hosts")
 @example("session-a_conflict-20261130-063049.json", "root")
@@ -297,7 +298,7 @@ def test_the_closest_original_beside_the_copy_wins() -> None:
 # --------------------------------------------------------------------------- temp files
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.one_of(
     st.text(min_size=0, max_size=40).filter(lambda s: "/" not in s and "\x00" not in s).map(
         lambda s: TEMP_PREFIX + s),
@@ -319,7 +320,7 @@ def test_temp_file_owner_and_target() -> None:
     assert classify(".unison.conversations.json.5f3a.unison.tmp").owner == "unison"
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.text(max_size=80), st.lists(st.text(max_size=30), max_size=5), st.sampled_from(["root", "hosts"]))
 def test_classify_never_raises(name, listing, where) -> None:
     got = classify(name, listing, where=where, include_ambiguous=True)
@@ -391,7 +392,7 @@ def test_rclone_lookalikes_that_are_not_copies_of_ours(name, where) -> None:
                           ConflictCopy)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(originals())
 def test_rclone_markers_never_make_one_of_our_names_a_copy(orig) -> None:
     """Our names end in ".json"; rclone's markers follow it, or sit before it with a dot our session

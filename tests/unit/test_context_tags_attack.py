@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subconscious.injection.context import Block, pre_tool_injection, prompt_injection
+from tests.harness.sizes import examples
 
 # the only tags we emit (subconscious.injection.context.TAG_NAMES; spelled out so this test runs on older code too)
 OURS = {"letta_message", "instruction", "letta_context", "letta_memory_blocks", "letta_memory_block",
@@ -67,7 +68,7 @@ def test_hostile_labels_and_messages_produce_only_our_tags():
 labels = st.lists(st.text(st.characters(codec="utf-8"), max_size=30), min_size=1, max_size=5, unique=True)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(labels, st.text(st.characters(codec="utf-8"), max_size=80))
 def test_no_label_or_message_can_make_a_tag(labels, message):
     for text in _all_outputs(labels, message):

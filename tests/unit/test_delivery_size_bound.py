@@ -23,6 +23,7 @@ from subconscious.delivery.transcript import Insert, Message, build_update, comp
 from subconscious.delivery.update_xml import CUT_MARK
 from tests.harness.fake_letta_conv import FakeLetta, FakeStore, fake_runtime
 from tests.harness.transcripts import Transcript
+from tests.harness.sizes import examples
 
 SID = "bound-1"
 BOUND = update_limit(32_000)  # what production plans with for the fake's 32k-token agent
@@ -224,7 +225,7 @@ def _drain(lines, inserts, max_chars):
     return payloads, covered, queue, cursor
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines_st.flatmap(lambda ls: st.tuples(st.just(ls), inserts_st(len(ls)))),
        st.sampled_from([4_000, 9_000, 32_000]))
 def test_every_planned_update_is_within_the_bound_and_every_line_reaches_one(data, max_chars):
@@ -275,7 +276,7 @@ def test_one_line_of_20000_small_text_blocks_is_cut_within_the_bound():
 # --------------------------------------------------------------------------- issue 25, round 2: small bounds
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines_st, st.integers(300, 3_000), st.sampled_from([None, {"id": "p" * 80, "name": "n<&>" * 20}]))
 def test_a_small_bound_is_held_or_refused_with_a_clear_message_never_exceeded(lines, max_chars, project):
     """Below ~1,300 characters the bound could be exceeded: the envelope (~760 characters) was not counted

@@ -18,6 +18,7 @@ from subconscious.doctor.checks import _sessions
 from subconscious.privacy.homeseal import scan_home
 
 from .test_session_cache import SIDS, TICK, World
+from tests.harness.sizes import examples
 
 
 def view_findings(world: World, cached: bool = True) -> tuple:
@@ -61,7 +62,7 @@ edits = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(edits, min_size=1, max_size=25))
 def test_doctor_with_its_record_of_quiet_files_reports_what_it_reports_without(steps):
     with tempfile.TemporaryDirectory() as tmp:

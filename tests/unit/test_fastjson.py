@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subconscious.base import fastjson
+from tests.harness.sizes import examples
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
@@ -27,14 +28,14 @@ def outcome(fn, data):
         return type(exc).__name__, str(exc)
 
 
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 @given(values)
 def test_dumps_is_json_dumps(value):
     assert fastjson.dumps(value) == json.dumps(value)
     assert fastjson.dumps(value, separators=(",", ":")) == json.dumps(value, separators=(",", ":"))
 
 
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 @given(values, st.sampled_from(["", " ", "\n\t", "\r\n ", "\f", "\v", "\u00a0", "\x1c", " \u2028"]))
 def test_loads_gives_json_loads_value(value, pad):
     text = pad + json.dumps(value) + pad
@@ -54,7 +55,7 @@ def mangled():
     return texts | encoded | st.binary(max_size=40)
 
 
-@settings(max_examples=2000)
+@settings(max_examples=examples(2000))
 @given(mangled())
 def test_anything_else_fails_as_json_fails(data):
     assert outcome(fastjson.loads, data) == outcome(json.loads, data)

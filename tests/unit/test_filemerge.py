@@ -30,6 +30,7 @@ from subconscious.state.merge import merge_raw, merge_sessions
 from subconscious.state.records import SessionState, normalize_record, parse_session
 
 from .strategies import conversations, session_states, stamps, tombstones
+from tests.harness.sizes import examples
 
 sids = st.sampled_from(["s1", "s2", "s3", "s4", "abc-def", "x_y"])
 live_values = st.one_of(conversations.map(lambda c: c.to_json()), st.sampled_from(["legacy-1", "legacy-2", "conv-1"]),
@@ -157,7 +158,7 @@ def test_session_text_merge_is_the_stores_session_merge(a, b):
 
 
 @given(views, views)
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 def test_conflict_markers_stand_for_both_sides(a, b):
     text = "<<<<<<< HEAD\n" + render(VIEW, a) + "=======\n" + render(VIEW, b) + ">>>>>>> other\n"
     result = repair(text.encode(), "conversations.json")

@@ -23,6 +23,7 @@ from subconscious.hooks import fetch_shortcut as hotfetch
 from subconscious.injection.messages import look_back
 from tests.unit.test_hot_path_imports import HOOK, loaded
 from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fake server fixture
+from tests.harness.sizes import examples
 
 STATE = "subconscious.state"
 
@@ -166,7 +167,7 @@ URL_PARTS = st.sampled_from(["http", "https", "HTTP", "ftp", "://", ":", "/", "/
                              "0", "65535", "123456", "v1", "..", "-", "."])
 
 
-@settings(max_examples=3000)
+@settings(max_examples=examples(3000))
 @given(st.one_of(st.lists(URL_PARTS, max_size=10).map("".join), st.text(max_size=30), st.none(),
                  st.tuples(st.sampled_from(["http://", "https://"]), st.lists(URL_PARTS, max_size=8).map("".join)
                            ).map("".join)))

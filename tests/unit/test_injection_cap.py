@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from hypothesis import given, settings, strategies as st
 
 from subconscious.injection.context import INJECTION_CAP, Block, escape, pre_tool_injection, prompt_injection
+from tests.harness.sizes import examples
 
 text = st.one_of(st.text(max_size=60), st.builds(lambda c, n: c * n, st.sampled_from("ab<&\n é"),
                                                    st.integers(0, 25_000)))
@@ -30,7 +31,7 @@ def parse(fragment: str) -> ET.Element:
     return ET.fromstring("<root>%s</root>" % fragment)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(inputs(), st.sampled_from(["whisper", "full"]))
 def test_a_prompt_injection_never_exceeds_the_cap_and_stays_well_formed(data, mode):
     blocks, last, notes = data
@@ -51,7 +52,7 @@ def test_a_prompt_injection_never_exceeds_the_cap_and_stays_well_formed(data, mo
                 assert (el.text or "")[1:-1] == (ET.fromstring("<x>%s</x>" % escape(b.value)).text or "")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(inputs())
 def test_a_pre_tool_update_never_exceeds_the_cap(data):
     blocks, last, notes = data

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from subconscious.state.jsontext import MAX_DEPTH, UNCOUNTED, Unparseable, depth_bound, loads_state
+from tests.harness.sizes import examples
 
 
 @pytest.mark.parametrize("raw,reason", [
@@ -68,7 +69,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(json_values, st.integers(1, 12), st.booleans())
 def test_depth_bound_is_over_the_limit_exactly_when_the_depth_is(value, limit, ascii_only):
     raw = json.dumps(value, ensure_ascii=ascii_only).encode()
@@ -78,7 +79,7 @@ def test_depth_bound_is_over_the_limit_exactly_when_the_depth_is(value, limit, a
         assert loads_state(raw) == value
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(st.binary(max_size=300) | st.text(alphabet='[]{}"\\:,0123456789 aeNIn-.\ufeff', max_size=300).map(str.encode))
 def test_anything_is_a_value_or_unparseable(raw):
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 
 from subconscious.letta.client import LettaClient
+from tests.harness.sizes import examples
 
 CONV = "conv-00000000-0000-4000-8000-000000000001"
 
@@ -51,7 +52,7 @@ ROWS = st.lists(st.lists(st.sampled_from(["assistant_message", "reasoning_messag
 
 
 @given(ROWS, st.integers(1, 7), st.data())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_the_hooks_look_back_reads_every_row_up_to_the_watermark(kinds, page, data):
     """Issue 25: the notes look-back (events/messages.read_pages) pages as the worker does: rows that carry
     no message (or several) never end it early; it reaches the watermark wherever it is."""

@@ -17,6 +17,7 @@ from subconscious.letta.client import LettaClient
 from subconscious.letta.errors import LettaAuthError, LettaConnectionError, LettaError, LettaNotFoundError, \
     LettaProtocolError, LettaServerError, LettaStreamError, LettaTimeoutError
 from subconscious.letta.messages import ClientTool, ToolResult
+from tests.harness.sizes import examples
 
 REC = Path(__file__).resolve().parents[1] / "fixtures" / "letta"
 BASE = "http://letta.test:8283"
@@ -107,7 +108,7 @@ def test_setup_sequence_parses():
 
 
 @given(st.integers(min_value=1, max_value=400))
-@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_memory_turn_streams_in_any_chunking(chunk):
     rp = Replay("memory_turn", chunk=chunk)
     seen = []

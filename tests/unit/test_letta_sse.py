@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from subconscious.letta.errors import LettaProtocolError, LettaStreamError
 from subconscious.letta.sse import DONE, SSEDecoder, SSEEvent, encode_sse, interpret, letta_items, letta_stream, \
     parse_sse
+from tests.harness.sizes import examples
 
 # field values may hold anything but line breaks (data may hold line breaks: it is split into data: lines)
 _line_text = st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=40)
@@ -46,7 +47,7 @@ def _normalise_ids(events: list[SSEEvent]) -> list[SSEEvent]:
 
 @given(_events, st.lists(st.integers(min_value=0, max_value=10**6), max_size=12),
        st.sampled_from(["\n", "\r\n", "\r"]))
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_events_survive_any_chunking_and_line_ending(events, cuts, eol):
     wire = "".join(encode_sse(e) for e in events).replace("\n", eol)
     assert parse_sse(_split(wire, cuts)) == _normalise_ids(events)

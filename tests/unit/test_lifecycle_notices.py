@@ -13,6 +13,7 @@ from subconscious.delivery import notices
 from subconscious.state.merge import merge_sessions
 from subconscious.state.records import SessionState, parse_session
 from subconscious.delivery.transcript import Insert, Message, build_update
+from tests.harness.sizes import examples
 
 SID = "11111111-2222-3333-4444-555555555555"
 
@@ -45,7 +46,7 @@ def deliver_all(lines, inserts, max_chars):
     raise AssertionError("delivery did not finish")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(kinds=st.lists(st.sampled_from(["user", "assistant", "attachment"]), min_size=0, max_size=12),
        ats=st.lists(st.integers(min_value=-1, max_value=15), max_size=4),
        max_chars=st.one_of(st.none(), st.integers(min_value=900, max_value=1_100)))

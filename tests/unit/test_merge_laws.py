@@ -25,6 +25,7 @@ from .strategies import (
     wide_session_states,
     wide_setting_maps,
 )
+from tests.harness.sizes import examples
 
 law_maps = st.one_of(record_maps, wide_record_maps, wide_setting_maps)
 # Three or more copies, of which near-twins (versions of one key equal in Python, not in JSON) are common.
@@ -121,7 +122,7 @@ def test_session_merge_is_idempotent(a):
     assert stext(merge_sessions(a, a)) == stext(a)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.lists(law_sessions, min_size=1, max_size=6))
 def test_session_cursor_never_moves_back(versions):
     merged = merge_session_versions(versions)

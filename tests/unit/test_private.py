@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from subconscious.privacy.private import MARKER, hide_private, hide_private_parts, is_private_path, private_globs, private_result
 from subconscious.delivery.transcript import build_update
+from tests.harness.sizes import examples
 
 PUBLIC = st.text(alphabet="abcdefghij klmnop.,;:!?()[]{}=/\n>", min_size=0, max_size=12)
 SECRET = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=4, max_size=10).map(lambda s: "Q" + s)
@@ -48,7 +49,7 @@ def secrets_of(toks) -> list[str]:
     return [v for kind, v in toks if kind == "sec" and v.strip()]
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(document, st.data())
 def test_no_private_text_survives_and_public_text_does(doc, data):
     toks = tokens(doc, lambda closing: data.draw(spelling(closing)))
@@ -66,7 +67,7 @@ def test_no_private_text_survives_and_public_text_does(doc, data):
     assert "rivate>" not in out.lower() or "private" in "".join(v for k, v in toks if k == "pub")
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(document, st.data(), st.lists(st.integers(min_value=0, max_value=60), max_size=4))
 def test_an_answer_split_into_pieces_or_left_unclosed_keeps_its_secrets(doc, data, cuts):
     """Claude Code writes each content block of an answer on its own transcript line, so a private section

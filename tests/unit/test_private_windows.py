@@ -14,6 +14,7 @@ from subconscious.privacy.results import checked_result
 from subconscious.agent_tools.confine import Root
 from subconscious.agent_tools.limits import Limits
 from subconscious.agent_tools.readers import grep, read
+from tests.harness.sizes import examples
 
 PUBLIC = st.text(alphabet="abcdefgh ijk.,", min_size=1, max_size=12).map(lambda s: "p" + s)
 SECRET = st.text(alphabet="QWXZ0123456789", min_size=6, max_size=10).map(lambda s: "QQ" + s)
@@ -48,7 +49,7 @@ def project(text: str) -> str:
     return os.path.join(d, "p")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(documents(), st.integers(1, 30), st.integers(1, 10), st.data())
 def test_the_agents_read_and_grep_show_nothing_private_in_any_window(doc, offset, limit, data):
     text, secrets = doc
@@ -70,7 +71,7 @@ def test_the_agents_read_and_grep_show_nothing_private_in_any_window(doc, offset
             assert got.startswith("No matches"), (piece, mode, got)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(documents(), st.integers(1, 30), st.integers(1, 10))
 def test_claude_codes_read_window_checked_against_the_file_holds_nothing_private(doc, offset, limit):
     text, secrets = doc
@@ -95,7 +96,7 @@ def _inside_block(lines, i) -> bool:
     return depth > 0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(documents(), st.data())
 def test_claude_codes_grep_lines_checked_against_the_file_hold_nothing_private(doc, data):
     text, secrets = doc

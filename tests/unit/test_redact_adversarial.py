@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subconscious.privacy.redact import find_secrets, redact
+from tests.harness.sizes import examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import redaction_bench as bench  # noqa: E402
@@ -33,13 +34,13 @@ def _laws(s: str) -> None:
     assert find_secrets(once) == []
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text)
 def test_rule_pieces_in_any_order(s):
     _laws(s)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=4).map("".join), st.integers(1000, 20000))
 def test_one_piece_repeated_to_20000_characters(unit, size):
     _laws(unit * (size // len(unit)))

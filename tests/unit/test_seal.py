@@ -21,6 +21,7 @@ from subconscious.state.seal import (
     open_envelope,
     seal,
 )
+from tests.harness.sizes import examples
 
 KEY = Key(bytes(range(32)))
 OTHER = Key(bytes(range(1, 33)))
@@ -31,7 +32,7 @@ labels = st.text(max_size=40)
 sessions = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,40}", fullmatch=True)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(any_text, labels, sessions)
 def test_round_trip_over_any_text_label_and_session(text, label, sid):
     env = seal(KEY, text, session_id=sid, label=label)
@@ -40,7 +41,7 @@ def test_round_trip_over_any_text_label_and_session(text, label, sid):
     assert open_envelope(RING, env, session_id=sid, label=label) == text
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(any_text, labels, labels, sessions)
 def test_a_value_relabelled_does_not_open(text, label, other_label, sid):
     env = seal(KEY, text, session_id=sid, label=label)
@@ -50,7 +51,7 @@ def test_a_value_relabelled_does_not_open(text, label, other_label, sid):
         assert exc.value.reason == "does-not-open"
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(any_text, labels, sessions, sessions)
 def test_a_value_moved_to_another_session_does_not_open(text, label, sid, other_sid):
     env = seal(KEY, text, session_id=sid, label=label)
@@ -78,7 +79,7 @@ def _flip(b64: str, index: int) -> str:
     return base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.text(min_size=0, max_size=50), st.sampled_from(["ct", "nonce"]), st.integers(0, 200))
 def test_any_flipped_bit_in_ciphertext_tag_or_nonce_is_detected(text, field, index):
     env = seal(KEY, text, session_id="s1", label="guidance")
@@ -132,7 +133,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(json_values, st.fixed_dictionaries({}, optional={
     "sealed": st.sampled_from([1, 2, "1", None]), "alg": st.sampled_from([ALG, "x", 1]),
     "kid": st.sampled_from([KEY.id, "k" + "0" * 16, "", 3]),

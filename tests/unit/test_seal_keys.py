@@ -24,6 +24,7 @@ from subconscious.privacy.keys import (
 from subconscious.state.clock import Stamp
 from subconscious.state.records import Setting
 from subconscious.state.seal import Key, open_envelope, seal
+from tests.harness.sizes import examples
 
 FAST = dict(n=2**10, r=8, p=1)  # cheap scrypt for tests; the default cost is exercised once below
 
@@ -81,7 +82,7 @@ def test_empty_passphrase_is_refused():
         derive_key("", ScryptParams.new(**FAST))
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.binary(min_size=32, max_size=32))
 def test_export_import_round_trip(secret):
     key = Key(secret)

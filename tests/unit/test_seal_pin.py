@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from subconscious.privacy.keys import Pin, Policy, effective_policy, load_pin, pin_path, save_pin
 from subconscious.state.seal import Key
+from tests.harness.sizes import examples
 
 KEYS = [Key.generate() for _ in range(4)]
 RING = {k.id: k for k in KEYS[:3]}  # the fourth is nobody's here
@@ -20,7 +21,7 @@ def shared_settings():
     return st.one_of(on, st.just(Policy(False)), st.just(Policy(True, damaged=True)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(shared_settings(), min_size=1, max_size=12))
 def test_a_pinned_machine_never_goes_off_or_back(writes):
     pin = Pin(True, KEYS[0].id, 1)

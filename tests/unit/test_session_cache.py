@@ -23,6 +23,7 @@ from subconscious.state.copynames import Engine, make_copy_name
 from subconscious.state.fs import RealFS
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
+from tests.harness.sizes import examples
 
 TICK = 2_000_000_000  # FAT's modification-time tick
 SIDS = [f"0000000{i}-1111-4222-8333-444444444444" for i in range(3)]
@@ -144,7 +145,7 @@ def apply(world: World, op: tuple) -> None:
         assert world.read() == world.read(cached=False)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ops, min_size=1, max_size=30))
 def test_a_cached_read_says_what_a_fresh_read_says_under_any_edits(steps):
     """Random edits between bulk reads — rewrites in place to the same size within one tick of the clock,

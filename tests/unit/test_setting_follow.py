@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from tests.harness.sizes import examples
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_clock_follow import Clock, make  # noqa: E402
@@ -46,7 +47,7 @@ from subconscious.state.clock import ALLOWED_SKEW_MS, FOLLOW_MS  # noqa: E402
 from test_clock_follow import SKEWS  # noqa: E402
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.lists(SKEWS, min_size=2, max_size=4),
        st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["agentPin", "keyPolicy"]), st.integers(1, 120_000)),
                 min_size=1, max_size=8))

@@ -29,6 +29,7 @@ from subconscious.delivery import notices
 from subconscious.delivery.transcript import complete_lines
 from tests.harness.fake_letta import FakeLetta
 from tests.unit.test_injection_hooks import Session
+from tests.harness.sizes import examples
 
 WORDS = st.sampled_from(["done", "Done.", "  done  ", "all set", "the fix is in", "", " ", "ok\nok"])
 
@@ -70,7 +71,7 @@ def answers(draw, text):
 
 
 @given(st.data())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_the_shared_rule_is_the_full_paths_rule(data):
     text = data.draw(lines())
     answer = data.draw(answers(text))
@@ -106,7 +107,7 @@ def queued(sessions: Path, sid: str) -> list[tuple]:
 
 
 @given(st.data())
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_the_shortcut_and_the_full_path_queue_the_same(setup, monkeypatch, data):
     s, sessions = setup
     text = data.draw(lines())

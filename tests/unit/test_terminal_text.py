@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from subconscious.commands.tables import Text, console, table
 from subconscious.base.termtext import UNSAFE, clean, json_dumps
+from tests.harness.sizes import examples
 
 UNSAFE_RE = re.compile(UNSAFE)
 # the bytes a terminal acts on: ESC, C1 CSI/OSC/ST as bytes (as UTF-8 holds them after 0xc2), DEL, BEL, CR
@@ -28,7 +29,7 @@ PIECES = ["\x1b", "\x9b", "\x9d", "\x90", "\x9c", "\x07", "[", "]", "\\", ";", "
           "\x00", "\x7f", "\u202e", "\u2066", "m", "P", "_", "^", "X", "a", "é", "漢", " ", "\x1b[", "\x1b]"]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=40).map("".join))
 def test_cleaned_text_holds_no_control_character_and_cleaning_again_changes_nothing(text):
     out = clean(text)
@@ -37,7 +38,7 @@ def test_cleaned_text_holds_no_control_character_and_cleaning_again_changes_noth
     assert out.count("\n") <= text.count("\n") and out.count("\t") <= text.count("\t")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs"),
                                       blacklist_characters="\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
                | st.sampled_from("\n\t")))
@@ -51,7 +52,7 @@ def test_whole_sequences_go_not_just_their_escape():
     assert clean("keep [red]x[/red]") == "keep [red]x[/red]"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.recursive(st.text() | st.integers() | st.none(),
                     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4),
                     max_leaves=12), st.booleans())
@@ -127,7 +128,7 @@ def test_every_verb_prints_through_the_filter_plain_prints_and_logged_warnings_t
         assert not FORBIDDEN.search(proc.stderr), (verb, proc.stderr)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=3)), max_size=12).map("".join),
                 min_size=1, max_size=4))
 def test_whatever_text_goes_into_lines_and_table_cells_the_console_prints_no_control_byte(cells):

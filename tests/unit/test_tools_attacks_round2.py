@@ -21,6 +21,7 @@ from subconscious.agent_tools import shell
 from subconscious.agent_tools.confine import Root, ToolError, root_refusal
 
 from .test_tools_attacks_full import NOBODY, _chown_tree, call, world  # noqa: F401 - world is a fixture
+from tests.harness.sizes import examples
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "ghp_R2d2C3poAbCdEfGhIjKlMnOpQrStUvWxYz09"
@@ -532,7 +533,7 @@ def test_an_accepted_ignore_file_edit_never_unhides_a_path():
         rules = RuleSet(by_dir={"": parse_lines(text.split("\n"))})
         return {p for p, is_dir in paths if rules.ignored(p, is_dir)}
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(st.lists(atoms, max_size=6), st.lists(st.tuples(st.integers(0, 6), atoms), max_size=4),
            st.lists(st.integers(0, 5), max_size=2), st.lists(atoms, max_size=6))
     def prop(old, inserts, drops, free):

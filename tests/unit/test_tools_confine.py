@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subconscious.agent_tools.confine import Refused, Root, Target, ToolError, is_secret_name, within
+from tests.harness.sizes import examples
 
 ENV = {"HOME": "/nonexistent-home"}
 
@@ -57,7 +58,7 @@ def agent_paths(draw):
     return lead, "/".join(parts)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(agent_paths())
 def test_no_resolved_path_ever_escapes_the_root(world, lead_and_path):
     lead, path = lead_and_path

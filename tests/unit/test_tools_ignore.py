@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from subconscious.agent_tools.confine import Root, Target
 from subconscious.agent_tools.ignore import RuleSet, glob_regex, parse_line, parse_lines
+from tests.harness.sizes import examples
 
 
 def rules(text: str, sub: dict[str, str] | None = None) -> RuleSet:
@@ -129,7 +130,7 @@ def _visible_by_us(top: str, env: dict) -> set[str]:
     return {rel for rel, _, _ in root.walk(start, deadline=time.monotonic() + 30, max_entries=10_000, stats={})}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees(), st.lists(patterns(), min_size=1, max_size=4), st.lists(patterns(), max_size=2),
        st.sampled_from(["", "a", "b"]), st.lists(patterns(), max_size=2))
 def test_visible_files_are_the_ones_git_does_not_ignore(files, root_rules, sub_rules, sub_dir, info_rules):

@@ -15,6 +15,7 @@ from subconscious.agent_tools.loop import requests_of
 from subconscious.agent_tools.modes import AGENT_TEXT, CLAUDE_LINE, MODES, allowed_tools
 from subconscious.agent_tools.registry import SCHEMAS, ToolContext, client_tools, execute, finish_text
 from subconscious.delivery.transcript import REDACTED, find_secrets
+from tests.harness.sizes import examples
 
 
 def req(name: str, args: dict | None, call_id: str = "call_1") -> ToolCallRequest:
@@ -143,7 +144,7 @@ secret_values = st.one_of(
 filler = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=300)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(filler, secret_values, filler, st.integers(50, 2000))
 def test_finish_text_never_lets_a_secret_through_and_respects_the_cap(before, secret, after, cap):
     lim = Limits(max_result_chars=cap)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from subconscious.privacy.redact import _code_or_prose_value
 from subconscious.delivery.transcript import (REDACTED, build_update, complete_lines, find_secrets, parse_line, redact,
                                      xml_escape)
+from tests.harness.sizes import examples
 
 text = st.text(st.characters(codec="utf-8"), max_size=60)
 ids = st.sampled_from(["t1", "t2", "t3", "toolu_a"])
@@ -156,7 +157,7 @@ def test_password_values_vanish(before, name, eq, val, s2, after):
 words = st.lists(st.text(st.sampled_from(alnum), min_size=1, max_size=39), max_size=4000)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(words, st.lists(st.sampled_from([" ", "\n"]), min_size=1, max_size=50))
 def test_plain_text_is_untouched(ws, seps):
     s = "".join(w + seps[i % len(seps)] for i, w in enumerate(ws))
@@ -165,7 +166,7 @@ def test_plain_text_is_untouched(ws, seps):
     assert redact(s) == s
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.binary(min_size=30, max_size=400), prose, sep)
 def test_key_material_vanishes_without_any_header(raw, before, s1):
     import base64

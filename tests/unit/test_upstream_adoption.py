@@ -14,6 +14,7 @@ from pathlib import Path
 
 from subconscious.state.records import SessionState
 from subconscious.state.store.core import Store
+from tests.harness.sizes import examples
 
 DAY = 86_400_000
 
@@ -292,7 +293,7 @@ def _ids(view: dict) -> dict:
 
 
 @given(histories())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_the_merge_driver_and_the_store_pick_the_same_winner(history):
     base, ours, theirs, shards, records = history
     adopted: dict = {}

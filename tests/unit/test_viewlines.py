@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from subconscious.state.jsontext import Unparseable, loads_state
 from subconscious.state.textforms import dumps_canonical
 from subconscious.state.conflicts.viewlines import member_lines, read_against
+from tests.harness.sizes import examples
 
 
 def entry(i: int, host: str = "h1") -> dict:
@@ -48,7 +49,7 @@ def test_the_view_is_one_entry_per_line():
 changes = st.lists(st.tuples(st.sampled_from(["s1", "s3", "s7", "new", "s1"]), st.integers(0, 3)), max_size=4)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(changes, st.lists(st.sampled_from(list(VIEW)), max_size=3))
 def test_a_copy_in_our_layout_reads_as_the_whole_parse(changed, dropped):
     copy = dict(VIEW)
@@ -99,7 +100,7 @@ values = st.one_of(
 maps = st.dictionaries(st.sampled_from([*VIEW, "new", "é", "a b"]), values, max_size=10)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(maps, maps)
 def test_rendering_with_the_views_lines_is_the_canonical_rendering(old, new):
     """Whatever the view held (canonical or not) and whatever is written, the bytes are dumps_canonical's."""
