@@ -33,7 +33,7 @@ def plan_session(sid: str, env=os.environ) -> dict:
     from ..delivery.plan import Budget, locate, plan_update, update_limit
     from ..hooks.pipeline import session_runtime
     from ..privacy.private import private_globs
-    from ..delivery.worker import _delivered_uuids, _files, _read_lines, _start_key
+    from ..delivery.worker import _delivered_uuids, _files, _read_lines, _start_key, private_lines
 
     rt, local = session_runtime(sid, env)
     sessions_dir = rt.local.root / "sessions"
@@ -78,8 +78,9 @@ def plan_session(sid: str, env=os.environ) -> dict:
         from ..delivery.worker import BUDGET_BOUND_FLOOR
 
         limit = min([limit] + [max(c, BUDGET_BOUND_FLOOR) for c in (caps.chars, caps.total_chars) if c])
-    kw = {**_extra(sessions_dir, sid, lines, local, limit), **_files(local)}
     globs = private_globs(env)
+    index = private_lines(rt, local, globs, write=False)  # the cache read, never written: preview changes nothing
+    kw = {**_extra(sessions_dir, sid, lines, local, limit, index), **_files(local, index)}
     pos, project = where.position, _project(rt, local)
     for _ in range(ROUNDS):
         planned = plan_update(lines, pos, sid, max_chars=limit, offset=where.offset, project=project,
@@ -109,7 +110,7 @@ def _project(rt, local):
     return project(rt, local)
 
 
-def _extra(sessions_dir, sid, lines, local, limit) -> dict:
+def _extra(sessions_dir, sid, lines, local, limit, index=None) -> dict:
     """The session's notices as the worker would insert them (read only: moot ones are not removed here)."""
     from ..delivery import notices
     from ..privacy.private import private_globs
@@ -119,7 +120,7 @@ def _extra(sessions_dir, sid, lines, local, limit) -> dict:
     if not pending:
         return {}
     inserts, _moot, skip = notices.inserts(pending, lines, local.offset, limit, private_globs(os.environ),
-                                           **_files(local))
+                                           **_files(local, index))
     return {"inserts": inserts, "skip_answers": skip}
 
 

@@ -115,11 +115,18 @@ def _read_lines(path: Any) -> list[str] | None:
 
 
 def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_chars: int,
-            private_paths: Sequence[str] = (), files=None, cwd: str | None = None):
+            private_paths: Sequence[str] = (), files=None, cwd: str | None = None, private_lines=None):
     """(transcript inserts, keys of notices that are moot, answers to leave out {digest: line index}).
-    ``files``/``cwd``: how a subagent's Read and Grep results are checked for private blocks (private_results.py)."""
+    ``files``/``cwd``: how a subagent's Read and Grep results are checked for private blocks (private_results.py);
+    ``private_lines``: the project's private text (textindex.py), withheld wherever it shows."""
     from ..privacy.private import hide_private  # <private> text in an answer or a summary never leaves (private.py)
+    from ..privacy.textindex import EMPTY
     from .transcript import Insert, Message, answer_digest, cut, redact, subagent_messages
+
+    pl = private_lines or EMPTY
+
+    def private_free(text: str) -> str:
+        return pl.scrub(hide_private(text))
 
     out, moot, skip = [], [], {}
     for n in notices:
@@ -132,17 +139,18 @@ def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_char
                     or answer_recorded(n["text"], [redact(t) for t in texts])):
                 moot.append(n["key"])  # the file caught up: its line delivers the answer
             else:
-                out.append(Insert(at, n["key"], (Message("claude_code", redact(cut(hide_private(n["text"]), ANSWER_CUT))),)))
+                out.append(Insert(at, n["key"], (Message("claude_code", redact(cut(private_free(n["text"]), ANSWER_CUT))),)))
         elif kind == "compacted":
             summary = n.get("summary") if isinstance(n.get("summary"), str) else ""
             text = ("[Claude Code compacted this session (%s): its context was replaced by the summary below; "
                     "the transcript goes on after it]\n%s" % (n.get("trigger") or "compaction",
-                                                             redact(cut(hide_private(summary), max_chars // 2))))
+                                                             redact(cut(private_free(summary), max_chars // 2))))
             out.append(Insert(at, n["key"], (Message("system", text.rstrip()),)))
         elif kind == "subagent":
             sub = _read_lines(n.get("path"))
             msgs = subagent_messages(sub or [], str(n.get("agent_type") or ""), str(n.get("agent_id") or ""),
-                                     max_chars=max_chars // 2, private_paths=private_paths, files=files, cwd=cwd)
+                                     max_chars=max_chars // 2, private_paths=private_paths, files=files, cwd=cwd,
+                                     private_lines=pl)
             if not msgs:
                 log.info("notices: subagent %s left no transcript to send (%s)", n.get("agent_id"), n.get("path"))
                 moot.append(n["key"])

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 from .keys import answer_digest, delivery_key, lines_marker
 from ..privacy.private import hide_private_parts
 from ..privacy.results import Reader
+from ..privacy.textindex import EMPTY, PrivateLines
 from ..privacy.redact import REDACTED, find_secrets, redact  # re-exported: applied to every transcript text
 from .start_message import session_start_message
 from .lines import (
@@ -115,7 +116,7 @@ class Insert:
 def subagent_messages(lines: Sequence[str], agent_type: str, agent_id: str = "", *,
                       max_chars: int | None = None, redact_secrets: bool = True,
                       private_paths: Sequence[str] = (), files: Reader | None = None,
-                      cwd: str | None = None) -> tuple[Message, ...]:
+                      cwd: str | None = None, private_lines: PrivateLines = EMPTY) -> tuple[Message, ...]:
     """A subagent's transcript (``agent_transcript_path``: its task, tool calls, results and report) as
     messages of role ``subagent`` labelled with its type; bounded by ``max_chars`` (the rest is named, not
     sent). Empty when it holds nothing to send."""
@@ -131,7 +132,7 @@ def subagent_messages(lines: Sequence[str], agent_type: str, agent_id: str = "",
                 names[e.id] = e.name
                 inputs[e.id] = e.input
         entries = tuple(Summary(e.text) if isinstance(e, UserText) and not out else e for e in p.entries)
-        for m in format_entries(entries, names, redact_secrets, private_paths, inputs, files, cwd):
+        for m in format_entries(entries, names, redact_secrets, private_paths, inputs, files, cwd, private_lines):
             if max_chars is not None and size >= max_chars:
                 left += 1
                 continue
@@ -235,7 +236,8 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
                  max_chars: int | None = None, redact_secrets: bool = True, index_offset: int = 0,
                  project: Mapping[str, str] | None = None, private_paths: Sequence[str] = (),
                  inserts: Sequence[Insert] = (), skip_answers: Mapping[str, int] | None = None,
-                 files: Reader | None = None, cwd: str | None = None) -> Update:
+                 files: Reader | None = None, cwd: str | None = None,
+                 private_lines: PrivateLines = EMPTY) -> Update:
     """Format ``lines[cursor + 1:]`` as one ``<claude_code_session_update>``.
 
     With ``max_chars``, stop after the line whose messages push the transcript past that many
@@ -250,7 +252,8 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
     (``first`` = ``last`` + 1 in its marker). ``skip_answers`` maps :func:`answer_digest` s of answers already
     delivered to the line index from which each may appear: the first such answer line is left out.
     ``files`` / ``cwd``: how Claude Code's Read and Grep results are checked against their files for private
-    blocks (:func:`~subconscious.delivery.update_xml.format_entries`). The text blocks of one answer (its lines with the
+    blocks (:func:`~subconscious.delivery.update_xml.format_entries`); ``private_lines``: the project's private
+    text (textindex.py), withheld from every message wherever it shows. The text blocks of one answer (its lines with the
     same message id, those before the cursor included) are made private-free together.
     A cursor past the end is returned as it is (the worker checks line identity first: delivery_cursor.py).
     """
@@ -339,7 +342,8 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
             if isinstance(e, ToolUse):
                 names[e.id] = e.name
                 inputs[e.id] = e.input
-        if not take(format_entries(p.entries, names, redact_secrets, private_paths, inputs, files, cwd)):
+        if not take(format_entries(p.entries, names, redact_secrets, private_paths, inputs, files, cwd,
+                                   private_lines)):
             new_cursor, more = idx - 1, True
             break
         skipped.extend(left_out)

@@ -13,15 +13,17 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Sequence
 
-from ..privacy.private import PATH_NOTE, hide_private, private_result
+from ..privacy.private import PATH_NOTE, hide_private, is_private_path, path_fields, private_result, tool_paths
 from ..privacy.results import WITHHELD, Reader, checked_error, checked_result, resolved_input, resolved_listing
 from ..privacy.redact import redact
+from ..privacy.textindex import EMPTY, PrivateLines
 from .lines import AssistantText, Command, Entry, Summary, Thinking, ToolResult, ToolUse, UserText
 
 RESULT_CUT = 1500      # tool results / errors
 THINKING_CUT = 500     # thinking blocks
 COMMAND_CUT = 100      # Bash command in a tool-call summary
 INPUT_JSON_CUT = 100   # JSON input of other tools
+PATHS_CUT = 1000       # the paths of a call naming a private path (shown instead of its input)
 TRUNCATED = "... [truncated]"
 
 
@@ -67,10 +69,25 @@ def tool_summary(name: str, tool_input: Any) -> str:
     return cut(json.dumps(tool_input, ensure_ascii=False, separators=(",", ":")), INPUT_JSON_CUT)
 
 
-def _clean(text: str, limit: int | None, secrets: bool) -> str:
+INPUT_NOTE = "[the rest of this call's input is not sent: it names a private path (SUBCONSCIOUS_PRIVATE_PATHS)]"
+
+
+def private_call_summary(name: str, tool_input: Any) -> str:
+    """The summary of a call naming a private path: Claude Code's own tools show their path or pattern as ever
+    (never a file's content); any other tool (an MCP server's) its path fields only, and a note."""
+    if name in _SUMMARY_FIELD or not isinstance(tool_input, dict):
+        return tool_summary(name, tool_input)
+    shown = {k: tool_input[k] for k in path_fields(tool_input)}
+    return "%s %s" % (cut(json.dumps(shown, ensure_ascii=False, separators=(",", ":")), PATHS_CUT), INPUT_NOTE)
+
+
+def _clean(text: str, limit: int | None, secrets: bool, lines: PrivateLines = EMPTY) -> str:
     text = hide_private(text)  # <private>…</private> first, whatever else applies (private.py)
     if limit is not None and len(text) > limit + 8192:
         text = text[:limit + 8192]  # bound the redaction work; the secret-safe cut comes after
+        if lines and "\n" in text:  # never half a line: withheld lines before it would pull it under the cut
+            text = text[:text.rindex("\n")]
+    text = lines.scrub(text)  # the project's private lines, whichever tool printed them (textindex.py)
     if secrets:
         text = redact(text)
     return cut(text, limit) if limit is not None else text
@@ -79,23 +96,29 @@ def _clean(text: str, limit: int | None, secrets: bool) -> str:
 def format_entries(entries: Sequence[Entry], tool_names: Mapping[str, str],
                    redact_secrets: bool = True, private_paths: Sequence[str] = (),
                    tool_inputs: Mapping[str, Any] | None = None, files: Reader | None = None,
-                   cwd: str | None = None) -> list[Message]:
+                   cwd: str | None = None, private_lines: PrivateLines = EMPTY) -> list[Message]:
     """Entries -> transcript messages (not yet XML-escaped). ``tool_names`` maps tool_use ids
     to tool names so each result is labelled with the tool that produced it; ``tool_inputs`` maps them to
     the calls' inputs, whose paths ``private_paths`` (SUBCONSCIOUS_PRIVATE_PATHS globs) may make private.
     ``files`` reads the project's files so that the lines of a Read or Grep result inside a private block
     of its file are taken out (:mod:`.private_results`; None: no file can be read, and a result that needs
-    one is withheld); ``cwd``: the session's directory, where a Grep without a path searched."""
+    one is withheld); ``cwd``: the session's directory, where a Grep without a path searched.
+    ``private_lines``: the project's private text; every line of any message holding some is withheld."""
     out: list[Message] = []
+    pl = private_lines
     for e in entries:
         if isinstance(e, UserText):
-            out.append(Message("user", _clean(e.text, None, redact_secrets)))
+            out.append(Message("user", _clean(e.text, None, redact_secrets, pl)))
         elif isinstance(e, AssistantText):
-            out.append(Message("claude_code", _clean(e.text, None, redact_secrets)))
+            out.append(Message("claude_code", _clean(e.text, None, redact_secrets, pl)))
         elif isinstance(e, Thinking):
-            out.append(Message("claude_code", "[Thinking]: " + _clean(e.text, THINKING_CUT, redact_secrets)))
+            out.append(Message("claude_code", "[Thinking]: " + _clean(e.text, THINKING_CUT, redact_secrets, pl)))
         elif isinstance(e, ToolUse):
-            summary = _clean(tool_summary(e.name, e.input), None, redact_secrets)
+            if private_paths and _names_private_path(e.input, private_paths, cwd if files is not None else None):
+                summary = private_call_summary(e.name, e.input)
+            else:
+                summary = tool_summary(e.name, pl.scrub_value(e.input))  # before any cut: no half line
+            summary = _clean(summary, None, redact_secrets, pl)
             out.append(Message("claude_code", ("[Tool: %s] %s" % (e.name, summary)).rstrip()))
         elif isinstance(e, ToolResult):
             label = "Tool Error" if e.is_error else "Tool Result"
@@ -114,12 +137,19 @@ def format_entries(entries: Sequence[Entry], tool_names: Mapping[str, str],
                 content = checked
             elif e.is_error:  # an Edit's error echoes the string it looked for
                 content = checked_error(name, tool_input, content, files)
-            out.append(Message("system", "[%s: %s]\n%s" % (label, name, _clean(content, RESULT_CUT, redact_secrets))))
+            out.append(Message("system", "[%s: %s]\n%s" % (label, name, _clean(content, RESULT_CUT, redact_secrets, pl))))
         elif isinstance(e, Summary):
-            out.append(Message("system", "[Session Summary]: " + _clean(e.text, None, redact_secrets)))
+            out.append(Message("system", "[Session Summary]: " + _clean(e.text, None, redact_secrets, pl)))
         elif isinstance(e, Command):
-            out.append(Message("system", _clean(e.text, RESULT_CUT, redact_secrets)))
+            out.append(Message("system", _clean(e.text, RESULT_CUT, redact_secrets, pl)))
     return out
+
+
+def _names_private_path(tool_input: Any, globs: Sequence[str], cwd: str | None) -> bool:
+    """Whether a call's input names a private path, as written or (with ``cwd``: the machine's files) resolved."""
+    if any(is_private_path(p, globs) for p in tool_paths(tool_input)):
+        return True
+    return cwd is not None and any(is_private_path(p, globs) for p in tool_paths(resolved_input(tool_input, cwd)))
 
 
 UPDATE_INSTRUCTIONS = """\

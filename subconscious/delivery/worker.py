@@ -196,16 +196,34 @@ def _project(rt: Runtime, local) -> dict[str, str]:
         return {}
 
 
-def _files(local) -> dict:
+def _files(local, private_lines=None) -> dict:
     """How the update checks Claude Code's Read and Grep results against their files for private blocks: a
-    reader of the session's project directory (private_results.py) and the directory Claude Code ran in."""
+    reader of the session's project directory (private_results.py) and the directory Claude Code ran in; and
+    ``private_lines``, the project's private text (projectindex.py), when it was read."""
     from ..privacy.results import project_reader
 
     root = local.project_root or local.cwd
-    return {"files": project_reader(root), "cwd": local.cwd or root}
+    out = {"files": project_reader(root), "cwd": local.cwd or root}
+    if private_lines is not None:
+        out["private_lines"] = private_lines
+    return out
 
 
-def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit: int, private_paths=()):
+def private_lines(rt: Runtime, local, globs, *, write: bool = True):
+    """The private text of the session's project (projectindex.py; cached under the machine-local state dir,
+    the cache left as it is unless ``write``). A partial index is logged."""
+    from ..privacy.projectindex import project_index
+
+    root = local.project_root or local.cwd
+    index = project_index(root, globs, rt.local.root / "private-index", write=write)
+    if index.partial and write:  # (preview writes no log line either)
+        log.warning("worker: the private-text index of %s is partial (%s): private lines past that are found by "
+                    "their tags and paths only", root, index.partial)
+    return index
+
+
+def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit: int, private_paths=(),
+             index=None):
     """The session's notices as transcript inserts (notices.py); moot ones (a subagent that left no
     transcript, an answer the file has caught up with) are dropped."""
     from . import notices
@@ -213,7 +231,7 @@ def _notices(sessions_dir: Path, session_id: str, lines: list[str], local, limit
     pending = notices.load_all(sessions_dir, session_id)
     if not pending:
         return (), None
-    inserts, moot, skip = notices.inserts(pending, lines, local.offset, limit, private_paths, **_files(local))
+    inserts, moot, skip = notices.inserts(pending, lines, local.offset, limit, private_paths, **_files(local, index))
     if moot:
         notices.remove(sessions_dir, session_id, moot)
     return inserts, skip
@@ -246,7 +264,7 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
         caps = None
     overflow = overflow_from_env()
     localsession.sweep_local_temps(sessions_dir.parent)
-    project = None
+    project = index = None
     for _ in range(MAX_ROUNDS):
         local = localsession.load(sessions_dir, session_id)
         session = store.session(session_id)
@@ -326,15 +344,18 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
                 limit = min([limit] + [max(c, BUDGET_BOUND_FLOOR) for c in (caps.chars, caps.total_chars) if c])
             if project is None:
                 project = _project(rt, local)
-            inserts, skip = _notices(sessions_dir, session_id, lines, local, limit, private)
+            if index is None:
+                index = private_lines(rt, local, private)
+            inserts, skip = _notices(sessions_dir, session_id, lines, local, limit, private, index)
             planned = plan_update(lines, pos, session_id, max_chars=limit, offset=local.offset, project=project,
                                   private_paths=private, budget=_budget(rt, store, caps),
-                                  inserts=inserts, skip_answers=skip, **_files(local))
+                                  inserts=inserts, skip_answers=skip, **_files(local, index))
             reservation = None
             if caps is not None and caps.any and planned.payload is not None:
                 planned, reservation = _reserve(rt, store, caps, planned, lambda why: plan_update(
                     lines, pos, session_id, max_chars=limit, offset=local.offset, project=project,
-                    private_paths=private, over_budget=why, inserts=inserts, skip_answers=skip, **_files(local)))
+                    private_paths=private, over_budget=why, inserts=inserts, skip_answers=skip,
+                    **_files(local, index)))
                 if planned.summarised is not None and overflow == "defer":
                     from .budget import next_day_s, note_deferred
 

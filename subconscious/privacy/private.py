@@ -7,14 +7,14 @@
   opening tag before it hides everything before it (its opening tag was in an earlier piece of the same
   answer: Claude Code writes each content block of an answer on a line of its own).
 - ``SUBCONSCIOUS_PRIVATE_PATHS`` (globs separated by ``:``, e.g. ``*.env:secrets/**:/home/me/notes/*``):
-  the result of a tool call on a matching path (Read, Edit, Write, NotebookEdit, Grep or Glob with a
-  matching ``path``) is replaced by a note saying so, and Grep/Glob result lines naming a matching file
+  the result of a tool call naming a matching path (any tool — Claude Code's, an MCP server's — in any path
+  field of its input: :func:`tool_paths`) is replaced by a note saying so, and Grep/Glob result lines naming a matching file
   are dropped. A glob without ``/`` matches a file name anywhere; one with ``/`` matches the end of the
   path (``secrets/**`` is any file under any directory named ``secrets``) or, when absolute, the path.
   ``*`` also matches ``/``. Case is ignored (a wider match is the safe side).
 
-Not covered: Claude's own words repeating private text outside the tags, and the output of Bash
-commands that print a private file (only the tags and the redaction rules apply to them).
+Text that carries neither a tag nor a path (a Bash ``cat``, an MCP read of a window inside a block, Claude
+quoting a file) is found by its words: textindex.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["MARKER", "PATH_NOTE", "hide_private", "hide_private_lines", "hide_private_parts", "private_spans",
-           "has_tag", "private_globs", "is_private_path", "tool_paths",
+           "has_tag", "private_globs", "is_private_path", "tool_paths", "path_fields",
            "private_result", "ENV_PRIVATE_PATHS"]
 
 MARKER = "[private text removed]"
@@ -34,8 +34,6 @@ ENV_PRIVATE_PATHS = "SUBCONSCIOUS_PRIVATE_PATHS"
 PATH_NOTE = "[the result of %s on a private path (SUBCONSCIOUS_PRIVATE_PATHS) was not sent]"
 LINES_NOTE = "[%d lines naming private paths (SUBCONSCIOUS_PRIVATE_PATHS) were not sent]"
 _TAG = re.compile(r"<\s*(/?)\s*private(?:\s[^<>]*)?>", re.I)
-_PATH_KEYS = ("file_path", "notebook_path", "path")
-_PATH_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "NotebookRead", "Grep", "Glob", "LS"})
 _LISTING_TOOLS = frozenset({"Grep", "Glob", "LS"})
 
 
@@ -161,11 +159,42 @@ def is_private_path(path: str, globs: Iterable[str]) -> bool:
     return False
 
 
+def _path_key(key: Any) -> bool:
+    """Whether an input field names a path: ``path``, ``file_path``, ``filePath``, ``notebook_path``, ``paths``,
+    ``source``, ``destination``, any ``…_path``/``…Path``/``…_paths``, ``file``/``files``/``filename``,
+    ``dir``/``directory`` (MCP servers name them as they like)."""
+    if not isinstance(key, str):
+        return False
+    k = key.replace("_", "").replace("-", "").lower()
+    return k.endswith(("path", "paths")) or k in _PATH_NAMES
+
+
+_PATH_NAMES = frozenset({"source", "destination", "file", "files", "filename", "filenames", "dir", "directory",
+                         "target", "src", "dst", "dest", "uri"})
+
+
+def path_fields(tool_input: Any) -> list[str]:
+    """The names of the path fields of a tool call's input (:func:`_path_key`)."""
+    return [k for k in tool_input if _path_key(k)] if isinstance(tool_input, dict) else []
+
+
 def tool_paths(tool_input: Any) -> list[str]:
-    """The paths a tool call names (``file_path``, ``notebook_path``, ``path``)."""
+    """The paths a tool call names: the string (or list of strings) values of its path fields (see
+    :func:`_path_key`), at the top of its input."""
     if not isinstance(tool_input, dict):
         return []
-    return [v for k in _PATH_KEYS if isinstance(v := tool_input.get(k), str) and v]
+    out: list[str] = []
+    for k, v in tool_input.items():
+        if _path_key(k):
+            if isinstance(v, str) and v:
+                out.append(_file_uri(v))
+            elif isinstance(v, list):
+                out += [_file_uri(x) for x in v if isinstance(x, str) and x]
+    return out
+
+
+def _file_uri(v: str) -> str:
+    return v[7:] if v.startswith("file://") else v
 
 
 def _listed_path(line: str) -> str:
@@ -182,9 +211,8 @@ def private_result(tool: str, tool_input: Any, content: str, globs: Iterable[str
     globs = tuple(globs)
     if not globs:
         return content
-    if tool in _PATH_TOOLS or tool == "unknown":
-        if any(is_private_path(p, globs) for p in tool_paths(tool_input)):
-            return PATH_NOTE % tool
+    if any(is_private_path(p, globs) for p in tool_paths(tool_input)):  # any tool: an MCP server's too
+        return PATH_NOTE % tool
     if tool in _LISTING_TOOLS or tool == "unknown":
         lines = content.split("\n")
         kept = [ln for ln in lines if not (ln.strip() and is_private_path(_listed_path(ln.strip()), globs))]

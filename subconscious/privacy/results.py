@@ -312,14 +312,21 @@ def resolved_input(tool_input: Any, cwd: "str | None") -> Any:
     ``ln -s secrets docs``)."""
     if not isinstance(tool_input, dict):
         return tool_input
+    from .private import path_fields
+
     out = dict(tool_input)
-    for k in ("file_path", "notebook_path", "path"):
-        v = out.get(k)
+
+    def real(v: Any) -> Any:
         if isinstance(v, str) and v and "\x00" not in v and (cwd or os.path.isabs(v)):
             try:
-                out[k] = os.path.realpath(os.path.join(cwd or "", v))
+                return os.path.realpath(os.path.join(cwd or "", v[7:] if v.startswith("file://") else v))
             except (OSError, ValueError):
                 pass
+        return v
+
+    for k in path_fields(out):
+        v = out[k]
+        out[k] = [real(x) for x in v] if isinstance(v, list) else real(v)
     return out
 
 
