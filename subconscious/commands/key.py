@@ -71,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "cached values are in plain text or sealed under each key. Writes nothing.")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
+    add("follow", "confirm here that the home's new key, one this machine held already, is the home's key",
+        "A rotation is followed on its own only to a key this machine has not seen before: an old key kept "
+        "here (say, imported to open backups) could otherwise be named as the home's \"next generation\" by "
+        "anyone who has it. When SessionStart or `doctor` says the home's setting names a key this machine "
+        "held already, and it really is the new key (you imported it before the rotation reached this machine), "
+        "this confirms it. A key this home rotated away from is never followed.")
+
     add("disable", "turn encryption off and store the cached values in plain text again",
         "Record in the home that encryption is off and turn every sealed value this machine can open "
         "back into plain text. Values under keys not on this machine stay sealed (run it there too).")
@@ -252,9 +259,18 @@ def cmd_import(args) -> int:
     print(f"key {key.id} added to this machine's key ring ({c.ring.directory})")
     from ..privacy.keys import effective_policy
 
-    policy, new_pin = effective_policy(c.shared, c.pin, c.ring)
+    pin = c.pin
+    if (pin is not None and pin.enabled and c.shared.enabled and c.shared.key_id == key.id and key.id != pin.key_id
+            and key.id not in pin.retired and c.shared.generation > pin.generation):
+        # imported while the home's setting names it as its next key: the user's act here confirms it
+        _confirm(c, key.id)
+        from ..privacy.keys import load_pin
+
+        pin = load_pin(c.rt.local.keys, c.store.home)
+    policy, new_pin = effective_policy(c.shared, pin, c.ring)
     if new_pin is not None:  # the home's key is here now: pinned, so the folder cannot turn it down
         _pin(c, policy)
+    c.policy = policy
     if c.policy.enabled and c.policy.key_id != key.id:
         print(f"note: this home's current key is {c.policy.key_id}, not {key.id}")
     elif not c.policy.enabled:
@@ -285,6 +301,7 @@ def cmd_rotate(args) -> int:
                           "cached values; import it first (`subconscious key import`)")
         key, params, source = _new_key(args)
         c.ring.add(key, source=source, refuse_under=c.refuse)
+        _confirm(c, key.id)  # held here before the setting names it: this machine follows it (keys.effective_policy)
         write_policy(c.store, Policy(True, key.id, params, generation=c.generation() + 1, rotation={
             "from": p.key_id, "host": c.rt.host.id, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
         print(f"rotating from {p.key_id} to {key.id}; old keys stay on this machine until it is done")
@@ -296,9 +313,12 @@ def cmd_rotate(args) -> int:
     now = read_policy(c.store)
     if now.key_id != key.id:
         raise Failure(f"the home's key changed to {now.key_id} meanwhile (another machine?); run `key rotate` again")
-    done = Policy(True, key.id, params, generation=now.generation)
+    # the keys rotated away from, in the setting: a machine that first pins it (a new one, or one offline all
+    # along) never follows one of them back as "newer", whether it holds that key or not
+    history = tuple(sorted((set(p.retired) | set(c.pin.retired if c.pin else ()) | {source}) - {key.id, None}))
+    done = Policy(True, key.id, params, generation=now.generation, retired=history)
     write_policy(c.store, done)
-    _pin(c, Policy(True, key.id, params, generation=now.generation, rotation=now.rotation))  # retires the old key
+    _pin(c, Policy(True, key.id, params, generation=now.generation, rotation=now.rotation, retired=history))
     print(f"rotation done: the home's key is {key.id} (generation {done.generation})")
     if args.drop_old:
         from ..privacy.homeseal import scan_home
@@ -316,6 +336,39 @@ def cmd_rotate(args) -> int:
         if refused:
             raise Failure("old keys kept (see above): re-seal what still uses them (run `key rotate` on a machine "
                           "that holds them), then `key rotate --drop-old` again")
+    return 0
+
+
+def _confirm(c: "_Ctx", key_id: str) -> None:
+    from ..privacy.keys import Pin, confirm, load_pin, save_pin
+
+    pin = load_pin(c.rt.local.keys, c.store.home)
+    if pin is not None:
+        save_pin(c.rt.local.keys, c.store.home, confirm(pin, key_id))
+
+
+def cmd_follow(args) -> int:
+    from ..privacy.keys import effective_policy, load_pin, save_pin
+
+    c = _Ctx()
+    s, pin = c.shared, c.pin
+    if not c.policy.pinned:
+        raise Failure(f"nothing to confirm: this machine follows the home's setting (key {c.policy.key_id}, "
+                      f"generation {c.policy.generation})" if c.policy.enabled else
+                      "nothing to confirm: encryption is off in this home")
+    if not (s.enabled and not s.damaged and s.key_id and pin is not None and s.generation > pin.generation):
+        raise Failure(f"the home's setting does not name a newer key than this machine's: {c.policy.pinned}")
+    if s.key_id in pin.retired:
+        raise Failure(f"key {s.key_id} was rotated away from in this home: it is never the home's key here again "
+                      "(`subconscious key disable` and `key init` here start over)")
+    _confirm(c, s.key_id)
+    policy, new_pin = effective_policy(s, load_pin(c.rt.local.keys, c.store.home), c.ring)
+    if new_pin is not None:
+        save_pin(c.rt.local.keys, c.store.home, new_pin)
+    if policy.key_id != s.key_id:
+        raise Failure(f"still not followed: {policy.pinned}")
+    print(f"confirmed: this machine follows the home's key {s.key_id} (generation {s.generation}); "
+          f"key {pin.key_id} is retired here")
     return 0
 
 
@@ -413,7 +466,7 @@ def cmd_disable(args) -> int:
 
 
 COMMANDS = {"init": cmd_init, "export": cmd_export, "import": cmd_import, "rotate": cmd_rotate,
-            "status": cmd_status, "disable": cmd_disable}
+            "status": cmd_status, "disable": cmd_disable, "follow": cmd_follow}
 
 
 def run(args: argparse.Namespace) -> int:

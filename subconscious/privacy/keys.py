@@ -278,6 +278,7 @@ class Policy:
     damaged: bool = False
     generation: int = 0  # 1 for the first key, +1 per rotation; 0: off / never set
     pinned: str | None = None  # set by effective_policy: why the shared setting was not followed
+    retired: tuple[str, ...] = ()  # keys the home rotated away from: a machine that pins this setting learns them
 
     def __post_init__(self) -> None:
         if self.enabled and self.generation < 1:  # a key is at least generation 1
@@ -290,6 +291,7 @@ class Policy:
             "generation": self.generation,
             "kdf": self.kdf.to_json() if self.kdf else None,
             "rotation": self.rotation,
+            **({"retired": sorted(set(self.retired))} if self.retired else {}),
         }
 
     def reads_with(self, key_id: str | None) -> bool:
@@ -314,8 +316,10 @@ class Policy:
             gen = value.get("generation", 1 if value["enabled"] else 0)
             if type(gen) is not int or not (0 <= gen < MAX_GENERATION):  # one rotation a second for 68 years
                 raise KeysError(f"'generation' must be an integer in [0, {MAX_GENERATION})")
+            retired = value.get("retired")
+            retired = tuple(r for r in retired[:1000] if is_key_id(r) and r != kid) if isinstance(retired, list) else ()
             return cls(value["enabled"], kid if is_key_id(kid) else None, kdf,
-                       rotation if isinstance(rotation, dict) else None, generation=gen)
+                       rotation if isinstance(rotation, dict) else None, generation=gen, retired=retired)
         except KeysError:
             return cls(enabled=True, damaged=True)
 
@@ -346,10 +350,14 @@ class Pin:
     generation: int = 0
     retired: tuple[str, ...] = ()  # keys this home has rotated away from: never current again here
     home: str = ""
+    confirmed: str | None = None  # a key this machine held before, which the user confirmed here (`key follow`)
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": PIN_FORMAT, "home": self.home, "enabled": self.enabled, "keyId": self.key_id,
-                "generation": self.generation, "retired": list(self.retired)}
+        out = {"format": PIN_FORMAT, "home": self.home, "enabled": self.enabled, "keyId": self.key_id,
+               "generation": self.generation, "retired": list(self.retired)}
+        if self.confirmed:
+            out["confirmed"] = self.confirmed
+        return out
 
 
 def home_digest(home: Path) -> str:
@@ -380,8 +388,10 @@ def load_pin(key_dir: Path, home: Path) -> Pin | None:
         kid, gen, retired = data.get("keyId"), data.get("generation"), data.get("retired", [])
         if type(data.get("enabled")) is not bool or type(gen) is not int or not isinstance(retired, list):
             raise ValueError
+        confirmed = data.get("confirmed")
         return Pin(data["enabled"], kid if is_key_id(kid) else None, gen,
-                   tuple(r for r in retired if is_key_id(r)), str(data.get("home", "")))
+                   tuple(r for r in retired if is_key_id(r)), str(data.get("home", "")),
+                   confirmed if is_key_id(confirmed) else None)
     except (AttributeError, ValueError):
         return Pin(True, None, 2**53 - 1, (), str(home))
 
@@ -391,14 +401,14 @@ def save_pin(key_dir: Path, home: Path, pin: Pin) -> Path:
     ensure_dir(path.parent)
     os.chmod(path.parent, 0o700)
     pin = Pin(pin.enabled, pin.key_id, pin.generation, tuple(sorted(set(pin.retired))),
-              os.path.realpath(home))
+              os.path.realpath(home), pin.confirmed)
     atomic_write(path, json.dumps(pin.to_json(), indent=1) + "\n")
     return path
 
 
 def pin_to(pin: Pin | None, policy: Policy) -> Pin:
     """The pin after this machine accepted ``policy`` as the home's (its key is held here)."""
-    retired = set(pin.retired if pin else ())
+    retired = set(pin.retired if pin else ()) | set(policy.retired)  # what the home says it rotated away from
     if pin is not None and pin.key_id and pin.key_id != policy.key_id:
         retired.add(pin.key_id)
     if policy.rotation and is_key_id(policy.rotation.get("from")):
@@ -409,17 +419,25 @@ def pin_to(pin: Pin | None, policy: Policy) -> Pin:
     return Pin(True, policy.key_id, max(policy.generation, pin.generation if pin else 0), tuple(retired))
 
 
+def confirm(pin: Pin, key_id: str) -> Pin:
+    """``pin`` with ``key_id`` confirmed by the user here as the home's next key (a key held before)."""
+    return replace(pin, confirmed=key_id)
+
+
 def effective_policy(shared: Policy, pin: Pin | None, keyring: Mapping[str, Key] | None = None
                      ) -> tuple[Policy, Pin | None]:
     """The policy this machine follows, and the pin to record (None: leave it as it is).
 
     - No pin, or a pin that says off (``key disable`` ran here): the shared setting, pinned as soon as
       it is on with a key this machine holds.
-    - Pinned on: the shared setting when it names the pinned key, or a newer generation (then the pin
-      moves on and the old key is retired, even when the new key is not here yet: nothing is cached until
-      it is imported, and the old key's holder cannot set it back). Otherwise — off,
-      damaged, an older generation, a retired key, another key of the same generation — the pinned key
-      stays the home's key here, and ``pinned`` says why."""
+    - Pinned on: the shared setting when it names the pinned key, or a newer generation with a key this
+      machine has not seen before (then the pin moves on and the old key is retired, even when the new key
+      is not here yet: nothing is cached until it is imported, and the old key's holder cannot set it back).
+      A key this machine already holds is not new: an old key imported to open backups would otherwise
+      come back as "generation N+1" from anyone who has it; it is followed only once the user confirmed it
+      here (``key follow``: ``pin.confirmed``). Otherwise — off, damaged, an older generation, a retired
+      key, a key held here and not confirmed, another key of the same generation — the pinned key stays
+      the home's key here, and ``pinned`` says why."""
     ring = keyring if keyring is not None else {}
 
     def held(kid: str | None) -> bool:
@@ -443,6 +461,8 @@ def effective_policy(shared: Policy, pin: Pin | None, keyring: Mapping[str, Key]
         if shared.key_id == pin.key_id:
             if shared.generation >= pin.generation:
                 return shared, None
+        elif shared.generation > pin.generation and held(shared.key_id) and pin.confirmed != shared.key_id:
+            pass  # a key seen here before: refused below, until the user confirms it
         elif shared.generation > pin.generation:
             if shared.rotation is None:
                 # pinned even when the new key is not here yet (nothing is cached until it is imported):
@@ -460,6 +480,11 @@ def effective_policy(shared: Policy, pin: Pin | None, keyring: Mapping[str, Key]
                "`subconscious key disable` here")
     elif shared.damaged:
         why = f"the home's encryption setting cannot be read; this machine keeps its pinned key {pin.key_id}"
+    elif shared.generation > pin.generation and shared.key_id not in pin.retired and held(shared.key_id):
+        why = (f"the home's setting names key {shared.key_id} (generation {shared.generation}), a key this machine "
+               f"held already (made or imported here) and never saw become the home's key; a rotation is "
+               f"followed here only to a new key, so it keeps key {pin.key_id} (generation {pin.generation}). If "
+               f"{shared.key_id} really is the home's new key, run `subconscious key follow` here")
     else:
         why = (f"the home's setting names key {shared.key_id} (generation {shared.generation}), older than or "
                f"retired by the key {pin.key_id} (generation {pin.generation}) this machine pinned; not followed. "

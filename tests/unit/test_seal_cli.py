@@ -174,6 +174,10 @@ def test_rotation_resumes_after_an_interruption(machines):
     new = Key.generate()
     ring = a.ring()
     ring.add(new, source="generated")
+    from subconscious.privacy.keys import confirm, load_pin, save_pin
+
+    keys, home = a.ring().directory, a.store().home  # `key rotate` confirms the key it made before naming it
+    save_pin(keys, home, confirm(load_pin(keys, home), new.id))
     write_policy(a.store(), Policy(True, new.id, rotation={"from": old, "host": "alpha", "started": "t"},
                                    generation=2))  # one more than `key init`'s, as `key rotate` writes it
 

@@ -45,7 +45,10 @@ def test_what_is_followed_and_what_is_not():
     pin = Pin(True, k1, 1)
     off, _ = effective_policy(Policy(False), pin, RING)
     assert off.enabled and off.key_id == k1 and "key disable" in off.pinned
-    forward, new = effective_policy(Policy(True, k2, generation=2), pin, RING)
+    # k2 is held here already: not a new key, so followed only once confirmed here (`key follow`, `key rotate`)
+    held, none = effective_policy(Policy(True, k2, generation=2), pin, RING)
+    assert held.key_id == k1 and none is None and "key follow" in held.pinned
+    forward, new = effective_policy(Policy(True, k2, generation=2), Pin(True, k1, 1, confirmed=k2), RING)
     assert forward.key_id == k2 and forward.pinned is None and new.key_id == k2 and k1 in new.retired
     back, _ = effective_policy(Policy(True, k1, generation=9), new, RING)
     assert back.key_id == k2 and back.pinned  # the retired key is never current again
@@ -59,6 +62,44 @@ def test_what_is_followed_and_what_is_not():
     assert marker.key_id == k2 and not marker.reads_with(k1)
     # after `key disable` here: the shared setting is followed again
     assert effective_policy(Policy(False), Pin(False, None, 2, (k1,)), RING)[0].enabled is False
+
+
+def test_an_old_key_held_here_is_never_followed_as_a_newer_generation():
+    """Red team finding: this machine pinned k2 at generation 2 and holds the old k1 (imported after the rotation,
+    to open old backups); the pin never saw k1 as the home's key. A writer of the folder who has k1 names it
+    as generation 3: it is refused (and said), not followed and sealed under."""
+    k1, k2 = KEYS[0].id, KEYS[1].id
+    pin = Pin(True, k2, 2)
+    for rotation in (None, {"from": k2}):
+        policy, new = effective_policy(Policy(True, k1, generation=3, rotation=rotation), pin, RING)
+        assert policy.key_id == k2 and new is None and not policy.reads_with(k1)
+        assert "held already" in policy.pinned and "key follow" in policy.pinned
+    # a key nobody here holds (the next rotation's) is still followed at once
+    policy, new = effective_policy(Policy(True, KEYS[3].id, generation=3), pin, RING)
+    assert policy.key_id == KEYS[3].id and new.key_id == KEYS[3].id and k2 in new.retired
+    # confirmed here, it is followed; the pin it moves to forgets the confirmation
+    policy, new = effective_policy(Policy(True, k1, generation=3), Pin(True, k2, 2, confirmed=k1), RING)
+    assert policy.key_id == k1 and new.key_id == k1 and new.confirmed is None and k2 in new.retired
+
+
+def test_a_machine_that_first_pins_a_rotated_home_learns_its_old_keys_from_the_setting():
+    """A new machine (or one offline all along) pins generation 2, whose setting lists k1 as rotated away: k1
+    named as generation 3 later is refused even though this machine does not hold k1 (so importing k1 to open
+    old backups afterwards cannot make it the home's key here)."""
+    k1, k2 = KEYS[0].id, KEYS[1].id
+    policy, pin = effective_policy(Policy(True, k2, generation=2, retired=(k1,)), None, RING)
+    assert policy.key_id == k2 and pin is not None and k1 in pin.retired
+    back, none = effective_policy(Policy(True, k1, generation=3), pin, {k2: RING[k2]})
+    assert back.key_id == k2 and none is None and back.pinned
+    assert Policy.from_json(Policy(True, k2, generation=2, retired=(k1, k2)).to_json()).retired == (k1,)
+
+
+def test_a_confirmation_survives_the_pin_file(tmp_path):
+    k1, k2 = KEYS[0].id, KEYS[1].id
+    save_pin(tmp_path / "keys", tmp_path / "home", Pin(True, k2, 2, confirmed=k1))
+    assert load_pin(tmp_path / "keys", tmp_path / "home").confirmed == k1
+    save_pin(tmp_path / "keys", tmp_path / "home", Pin(True, k2, 2, confirmed="not a key id"))
+    assert load_pin(tmp_path / "keys", tmp_path / "home").confirmed is None
 
 
 def test_the_pin_file_is_private_and_a_damaged_one_trusts_no_key(tmp_path):
