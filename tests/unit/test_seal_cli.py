@@ -18,7 +18,7 @@ from subconscious.state.seal import envelope_key_id
 from subconscious.state.store.core import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-SUBCOMMANDS = ["init", "export", "import", "rotate", "status", "disable"]
+SUBCOMMANDS = ["init", "export", "import", "rotate", "status", "disable", "follow"]
 PASSPHRASE = "correct horse battery staple"
 BLOCKS = {"guidance": "SECRET-guidance for the merger", "pending_items": "SECRET-call the lawyer"}
 
@@ -231,3 +231,31 @@ def test_sealed_envelopes_name_the_key(machines):
     kid = a.status()["keyId"]
     raw = json.loads(a.store().session_path("s1").read_text())["lastBlockValues"]
     assert {envelope_key_id(v) for v in raw.values()} == {kid}
+
+
+def test_an_old_key_named_as_the_next_generation_waits_for_key_follow(machines):
+    """Red team finding: beta holds an old key (imported to open backups) that never was the home's key on
+    beta; a writer of the folder who has it names it as a newer generation. beta keeps sealing under the key
+    it pinned and says why, until `key follow` here confirms it; a key beta never held is followed at once."""
+    from subconscious.privacy.keys import write_policy
+    from subconscious.state.seal import Key
+
+    a, b = machines
+    assert a.key("init").returncode == 0
+    assert b.key("import", stdin=a.key("export").stdout).returncode == 0
+    pinned = a.status()["keyId"]
+    old = Key.generate()
+    from subconscious.privacy.keys import export_key
+
+    assert b.key("import", stdin=export_key(old)).returncode == 0  # "to open old backups"
+    mallory = Store(a.home, "mallory", a.tmp / "m" / "locks", a.tmp / "m" / "clocks")
+    write_policy(mallory, Policy(True, old.id, generation=5))
+    store_blocks(b.store(), b.ring(), "s1", BLOCKS)
+    assert envelope_key_id(b.store().session("s1").last_block_values["guidance"]) == pinned
+    st = b.status()
+    assert st["keyId"] == pinned and "key follow" in (st.get("pinned") or ""), st
+    r = b.key("follow")
+    assert r.returncode == 0 and old.id in r.stdout, r.stderr
+    assert b.status()["keyId"] == old.id and not b.status().get("pinned")
+    assert b.key("follow").returncode == 1  # nothing left to confirm: one line, no traceback
+    assert "Traceback" not in b.key("follow").stderr
