@@ -275,6 +275,13 @@ def _exchange_impl():
     return call
 
 
+def _keeps(path, dev: int) -> bool:
+    """Does the file system of ``dev`` keep a real change time (:mod:`.fskind`)? Tokens are told only there."""
+    from .fskind import keeps_change_time
+
+    return keeps_change_time(path, dev)
+
+
 class RealFS(FS):
     _held: tuple[int, dict, dict | None] | None = None  # (thread, directory fds, memo) of a bulk read: holding
 
@@ -461,7 +468,9 @@ class RealFS(FS):
             return None
         import stat
 
-        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISDIR(st.st_mode) else None
+        if not stat.S_ISDIR(st.st_mode) or not _keeps(directory, st.st_dev):
+            return None  # (a file system without a real change time: a rewrite may keep every time; fskind.py)
+        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
     FILE_TOKENS = True
 
@@ -509,7 +518,7 @@ class RealFS(FS):
             return ()
         except OSError:
             return None
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode) or not _keeps(text, st.st_dev):
             return None
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
