@@ -5,8 +5,11 @@ The agent's text comes from a model that reads transcripts, so a prompt injectio
 can make it write escape sequences: an OSC 52 clipboard write, a clear-screen, a fake prompt, colours,
 a hyperlink, a title change. :func:`clean` removes every escape and control sequence whole (ESC and 8-bit
 C1 forms: CSI, OSC, DCS, SOS, PM, APC, the two- and three-byte escapes), then every C0 control but ``\\n``
-and ``\\t`` (a ``\\r`` rewrites the line), DEL, every C1 character, and the bidirectional embeddings,
-overrides and isolates (U+202A-202E, U+2066-2069: "Trojan source" text that reads other than it is).
+and ``\\t`` (a ``\\r`` rewrites the line), DEL, every C1 character, the bidirectional embeddings,
+overrides and isolates (U+202A-202E, U+2066-2069: "Trojan source" text that reads other than it is), the
+bidi marks (U+200E/F, U+061C), the zero-width and invisible characters (U+200B-200D, U+2060-2064, U+FEFF,
+U+180E) and the tag characters (U+E0000-E007F) that hide text or reorder it; the line and paragraph
+separators U+2028/2029 become ``\\n`` (what they mean, and what a terminal would not show).
 Pure, idempotent, and text without those characters comes back unchanged.
 
 :func:`json_dumps` is ``json.dumps`` whose output holds none of them either (JSON escapes C0 itself; DEL,
@@ -25,7 +28,8 @@ import re
 __all__ = ["clean", "json_dumps", "json_escape", "UNSAFE"]
 
 # every character clean() removes when it stands alone (the sequences are removed whole first)
-UNSAFE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+_INVISIBLE = "\u061c\u180e\u200b-\u200f\u2060-\u2064\ufeff\U000e0000-\U000e007f"
+UNSAFE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029" + _INVISIBLE + "]"
 
 _SEQUENCE = re.compile(
     # CSI: ESC [ or C1 CSI, parameters, intermediates, the final byte (a cut sequence goes as far as it got)
@@ -37,14 +41,15 @@ _SEQUENCE = re.compile(
     "|\x1b[ -/]*[0-~]?"
 )
 _UNSAFE = re.compile(UNSAFE)
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029" + _INVISIBLE + "]")
+_SEPARATORS = re.compile("[\u2028\u2029]")
 
 
 def clean(text: str) -> str:
     """``text`` with every terminal control sequence and control character removed (``\\n``, ``\\t`` kept)."""
     if not _UNSAFE.search(text):
         return text
-    return _UNSAFE.sub("", _SEQUENCE.sub("", text))
+    return _UNSAFE.sub("", _SEPARATORS.sub("\n", _SEQUENCE.sub("", text)))
 
 
 def json_escape(text: str) -> str:
@@ -52,7 +57,14 @@ def json_escape(text: str) -> str:
     where the escape means the same character (so the data is unchanged)."""
     if not _JSON_UNSAFE.search(text):
         return text
-    return _JSON_UNSAFE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+    return _JSON_UNSAFE.sub(lambda m: _u(ord(m.group())), text)
+
+
+def _u(code: int) -> str:
+    if code <= 0xFFFF:
+        return "\\u%04x" % code
+    code -= 0x10000  # past the BMP: a JSON string spells it as its UTF-16 surrogate pair
+    return "\\u%04x\\u%04x" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF))
 
 
 def json_dumps(obj, **kw) -> str:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from subconscious.commands.tables import Text, console, table
@@ -142,3 +143,19 @@ def test_whatever_text_goes_into_lines_and_table_cells_the_console_prints_no_con
         con.print(c, end="")
         con.print(Text(c, style="dim"))
     assert not FORBIDDEN.search(buf.getvalue().encode())
+
+
+INVISIBLE = ["\u200e", "\u200f", "\u061c", "\u200b", "\u200c", "\u200d", "\u2060", "\u2063", "\ufeff", "\u180e",
+             "\U000e0001", "\U000e0041", "\U000e007f"]
+
+
+@pytest.mark.parametrize("ch", INVISIBLE + ["\u2028", "\u2029"])
+def test_invisible_reorderers_and_hidden_tag_text_never_reach_the_terminal(ch):
+    """Red team finding: bidi marks, zero-width and tag characters (which can spell a hidden instruction:
+    U+E0041 is an invisible "A") and the Unicode line separators passed clean()."""
+    text = f"rm -rf{ch} /tmp/x{ch}{ch}"
+    got = clean(text)
+    assert ch not in got and clean(got) == got
+    assert got in ("rm -rf /tmp/x", "rm -rf\n /tmp/x\n\n")
+    dumped = json_dumps({"t": text}, ensure_ascii=False)
+    assert ch not in dumped and json.loads(dumped) == {"t": text}
