@@ -43,10 +43,14 @@ if [ -z "$dir" ]; then
                        *) dir=$HOME/.local/state/subconscious ;; esac ;;
   esac
 fi
+# serve/ and its files are read only when this user owns them and none is a link: a state dir another user
+# can write to (a shared SUBCONSCIOUS_STATE_DIR) must not choose where the hook's input goes, nor its token
+own() { [ -O "$1" ] && [ ! -L "$1" ]; }
+own "$dir/serve" || dir=/nonexistent
 # the port a server of this user's moved to when another process held this one (served.autostart)
-IFS= read -r moved <"$dir/serve/port" && case $moved in '' | *[!0-9]*) ;; *) port=$moved ;; esac
+own "$dir/serve/port" && IFS= read -r moved <"$dir/serve/port" && case $moved in '' | *[!0-9]*) ;; *) port=$moved ;; esac
 token=${@TOKEN_VAR@:-}
-[ -n "$token" ] || IFS= read -r token <"$dir/serve/token"
+[ -n "$token" ] || { own "$dir/serve/token" && IFS= read -r token <"$dir/serve/token"; }
 case $token in '' | *[!A-Za-z0-9_-]*) exit 0 ;; esac
 # Linux: the listener on 127.0.0.1:$port must be this user's (the uid column of /proc/net/tcp), or it gets
 # nothing, not even a connection. The table lists listening sockets first, a line of 150 bytes each: read a

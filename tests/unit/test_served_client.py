@@ -598,3 +598,34 @@ def test_another_users_hundred_thousand_listeners_cannot_hold_the_client_past_th
     print(f"client with 120,000 listeners of another user: {took:.2f} s, stdout {p.stdout!r}")
     assert (p.returncode, p.stderr) == (0, "") and p.stdout in ("", '{"ok": 1}')
     assert took < 5.0
+
+
+def test_a_port_or_token_file_of_another_user_is_not_followed(tmp_path):
+    """Red team finding: the client read serve/port and serve/token whoever owned them. Files of uid nobody
+    in our state dir (a shared SUBCONSCIOUS_STATE_DIR) must not send the hook's input to another port; our own
+    port file still moves the client."""
+    local = tmp_path / "local"
+    token = ensure_token(local)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SUBCONSCIOUS_STATE_DIR": str(local),
+           "SUBCONSCIOUS_SERVE_TOKEN": token}
+    data = {"session_id": "s1", "prompt": "my db password is hunter2"}
+    given, elsewhere = free_port(), free_port()
+    port_file = local / "serve" / "port"
+    port_file.write_text(f"{elsewhere}\n")
+    seen: list = []
+    s = accepting(elsewhere, lambda c: (seen.append(read_request(c)), c.sendall(b'HTTP/1.0 200 OK\r\n\r\n{"moved": 1}'),
+                                        c.close()))
+    try:
+        p, _ = run_client("pre-tool-use", given, data, env)
+        assert (p.returncode, p.stdout) == (0, '{"moved": 1}')  # ours: followed
+        os.chown(port_file, 65534, 65534)
+        seen.clear()
+        p, _ = run_client("pre-tool-use", given, data, env)
+        assert (p.returncode, p.stdout, p.stderr) == (0, "", "") and seen == [], seen
+        os.chown(port_file, os.getuid(), os.getgid())
+        os.chown(local / "serve", 65534, 65534)  # the directory another user's: nothing in it is read
+        p, _ = run_client("pre-tool-use", given, data, env)
+        assert (p.returncode, p.stdout) == (0, "") and seen == [], seen
+    finally:
+        os.chown(local / "serve", os.getuid(), os.getgid())
+        close(s)
