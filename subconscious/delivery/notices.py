@@ -126,7 +126,9 @@ def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_char
     pl = private_lines or EMPTY
 
     def private_free(text: str) -> str:
-        return pl.scrub(hide_private(text))
+        from .update_xml import plain
+
+        return pl.scrub(hide_private(plain(text)))
 
     out, moot, skip = [], [], {}
     for n in notices:

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Sequence
 
-from ..privacy.private import PATH_NOTE, hide_private, is_private_path, path_fields, private_result, tool_paths
+from ..privacy.private import (MARKER, PATH_NOTE, hide_private, is_private_path, path_fields, private_result,
+                               tool_paths)
 from ..privacy.results import WITHHELD, Reader, checked_error, checked_result, resolved_input, resolved_listing
 from ..privacy.redact import redact
 from ..privacy.textindex import EMPTY, PrivateLines
@@ -72,21 +73,50 @@ def tool_summary(name: str, tool_input: Any) -> str:
 INPUT_NOTE = "[the rest of this call's input is not sent: it names a private path (SUBCONSCIOUS_PRIVATE_PATHS)]"
 
 
-def private_call_summary(name: str, tool_input: Any) -> str:
+def private_call_summary(name: str, tool_input: Any, globs: Sequence[str] = ()) -> str:
     """The summary of a call naming a private path: Claude Code's own tools show their path or pattern as ever
-    (never a file's content); any other tool (an MCP server's) its path fields only, and a note."""
+    (never a file's content); any other tool (an MCP server's) only the top fields that hold a private path
+    (``source`` may be a notebook cell's text: a field is shown only as the path that made the call private),
+    and a note."""
     if name in _SUMMARY_FIELD or not isinstance(tool_input, dict):
         return tool_summary(name, tool_input)
-    shown = {k: tool_input[k] for k in path_fields(tool_input)}
+    shown = {k: v for k in path_fields(tool_input) if (v := _path_like(tool_input[k])) is not None
+             and any(is_private_path(x, globs) for x in tool_paths({k: v}))}
     return "%s %s" % (cut(json.dumps(shown, ensure_ascii=False, separators=(",", ":")), PATHS_CUT), INPUT_NOTE)
 
 
+def plain(text: str) -> str:
+    """``text`` as the update will hold it once escaped (:func:`xml_escape` without the escaping): colours,
+    escape sequences and characters XML cannot hold taken out, line ends as newlines. Done first, so that
+    ``grep --color`` or a NUL inside a private line cannot split it past the checks and be joined again after."""
+    if "\x1b" in text or "\x9b" in text or "\r" in text or _NOT_XML.search(text):
+        text = _NOT_XML.sub("", _ANSI.sub("", text)).replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _path_like(value: Any) -> Any:
+    """A path field's value if it looks like paths (a string or list of strings, each one line, not long),
+    else None: ``source`` or ``target`` may hold content (a notebook cell's source)."""
+    def one(v: Any) -> bool:
+        return isinstance(v, str) and len(v) <= 4096 and "\n" not in v and "\r" not in v
+    if one(value):
+        return value
+    if isinstance(value, list) and len(value) <= 100 and all(one(v) for v in value):
+        return value
+    return None
+
+
 def _clean(text: str, limit: int | None, secrets: bool, lines: PrivateLines = EMPTY) -> str:
-    text = hide_private(text)  # <private>…</private> first, whatever else applies (private.py)
-    if limit is not None and len(text) > limit + 8192:
-        text = text[:limit + 8192]  # bound the redaction work; the secret-safe cut comes after
-        if lines and "\n" in text:  # never half a line: withheld lines before it would pull it under the cut
-            text = text[:text.rindex("\n")]
+    text = hide_private(plain(text))  # <private>…</private> first, whatever else applies (private.py)
+    if limit is not None and len(text) > limit + 8192:  # bound the redaction work; the secret-safe cut comes after
+        at = limit + 8192
+        if lines:  # never half a line: the whole line the cut falls in is checked (withheld lines before it
+            start = text.rfind("\n", 0, at) + 1  # could pull what is left of it under the final cut)
+            end = text.find("\n", at)
+            whole = text[start:] if end < 0 else text[start:end]
+            text = text[:start] + (MARKER if lines.hit(whole) else whole[:at - start])
+        else:
+            text = text[:at]
     text = lines.scrub(text)  # the project's private lines, whichever tool printed them (textindex.py)
     if secrets:
         text = redact(text)
@@ -115,9 +145,9 @@ def format_entries(entries: Sequence[Entry], tool_names: Mapping[str, str],
             out.append(Message("claude_code", "[Thinking]: " + _clean(e.text, THINKING_CUT, redact_secrets, pl)))
         elif isinstance(e, ToolUse):
             if private_paths and _names_private_path(e.input, private_paths, cwd if files is not None else None):
-                summary = private_call_summary(e.name, e.input)
+                summary = private_call_summary(e.name, e.input, private_paths)
             else:
-                summary = tool_summary(e.name, pl.scrub_value(e.input))  # before any cut: no half line
+                summary = tool_summary(e.name, pl.scrub_value(e.input, plain))  # before any cut: no half line
             summary = _clean(summary, None, redact_secrets, pl)
             out.append(Message("claude_code", ("[Tool: %s] %s" % (e.name, summary)).rstrip()))
         elif isinstance(e, ToolResult):

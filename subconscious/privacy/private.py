@@ -174,27 +174,47 @@ _PATH_NAMES = frozenset({"source", "destination", "file", "files", "filename", "
 
 
 def path_fields(tool_input: Any) -> list[str]:
-    """The names of the path fields of a tool call's input (:func:`_path_key`)."""
+    """The names of the path fields at the top of a tool call's input (:func:`_path_key`)."""
     return [k for k in tool_input if _path_key(k)] if isinstance(tool_input, dict) else []
 
 
-def tool_paths(tool_input: Any) -> list[str]:
+def tool_paths(tool_input: Any, depth: int = 4) -> list[str]:
     """The paths a tool call names: the string (or list of strings) values of its path fields (see
-    :func:`_path_key`), at the top of its input."""
-    if not isinstance(tool_input, dict):
-        return []
+    :func:`_path_key`) and ``file:`` URLs in ``url``/``href`` fields, at the top of its input and inside it
+    (``{"arguments": {"path": …}}``, ``{"edits": [{"path": …}]}``), ``~`` expanded, ``file://`` taken off."""
     out: list[str] = []
-    for k, v in tool_input.items():
-        if _path_key(k):
-            if isinstance(v, str) and v:
-                out.append(_file_uri(v))
-            elif isinstance(v, list):
-                out += [_file_uri(x) for x in v if isinstance(x, str) and x]
+
+    def walk(value: Any, left: int) -> None:
+        if left < 0:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if _path_key(k) or (isinstance(k, str) and k.lower() in ("url", "href")):
+                    for x in (v if isinstance(v, list) else [v]):
+                        if isinstance(x, str) and x and (_path_key(k) or x[:5].lower() == "file:"):
+                            out.append(_as_path(x))
+                if isinstance(v, (dict, list)):
+                    walk(v, left - 1)
+        elif isinstance(value, list):
+            for v in value[:1000]:
+                if isinstance(v, (dict, list)):
+                    walk(v, left - 1)
+
+    walk(tool_input, depth)
     return out
 
 
-def _file_uri(v: str) -> str:
-    return v[7:] if v.startswith("file://") else v
+def _as_path(v: str) -> str:
+    if v[:5].lower() == "file:":
+        from urllib.parse import unquote
+
+        v = unquote(v[5:])
+        if v.startswith("//"):
+            v = v[2:]
+            v = v[v.find("/"):] if not v.startswith("/") and "/" in v else v  # file://host/path
+    if v.startswith("~"):
+        v = os.path.expanduser(v)
+    return v
 
 
 def _listed_path(line: str) -> str:

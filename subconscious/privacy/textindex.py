@@ -27,17 +27,20 @@ line's length from there is compared.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from hashlib import blake2b
 from typing import Any, Iterable, Iterator
 
 from .private import MARKER, private_spans
 
-__all__ = ["MIN_BYTES", "MIN_ALNUM", "ANCHOR", "Entry", "PrivateLines", "file_lines", "meaningful", "entries_of"]
+__all__ = ["MIN_BYTES", "MIN_ALNUM", "ANCHOR", "Entry", "PrivateLines", "file_lines", "meaningful", "entries_of",
+           "split_lines"]
 
 MIN_BYTES = 8   # a shorter private line is left out: it would withhold half of every text
 MIN_ALNUM = 4   # ... and one of fewer letters or digits
 ANCHOR = 8      # bytes an entry is first looked up by (every entry is at least this long)
+MAX_ENTRIES = 500_000  # past this the index is partial (about 100 MiB of memory)
 
 Entry = tuple[int, int, int]  # (anchor digest, length in bytes, digest of the whole)
 
@@ -61,11 +64,13 @@ def meaningful(line: str) -> "str | None":
 
 
 def _forms(s: str) -> Iterator[bytes]:
-    """The byte forms a line may be printed in: as it is, and escaped inside a JSON string."""
+    """The byte forms a line may be printed in: as it is, escaped inside a JSON string, escaped as HTML/XML."""
+    seen = {s}
     yield s.encode("utf-8", "surrogatepass")
-    for ascii_only in (False, True):
-        esc = json.dumps(s, ensure_ascii=ascii_only)[1:-1]
-        if esc != s:
+    for esc in (json.dumps(s, ensure_ascii=False)[1:-1], json.dumps(s, ensure_ascii=True)[1:-1],
+                s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")):
+        if esc not in seen:
+            seen.add(esc)
             yield esc.encode("utf-8", "surrogatepass")
 
 
@@ -79,15 +84,23 @@ def public_digest(s: str) -> int:
     return _digest(s.encode("utf-8", "surrogatepass"))
 
 
+_BREAK = re.compile("\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a file's text, whatever its line ends (CRLF, CR alone, LF)."""
+    return _BREAK.split(text)
+
+
 def file_lines(text: str, private_file: bool) -> tuple[list[str], list[str]]:
     """``(private, public)``: the meaningful lines of a file's ``text``. A private file's lines are all private;
     otherwise the text inside its ``<private>`` blocks (tags taken out, line by line) is private and the rest
     public."""
     if private_file:
-        return [m for ln in text.split("\n") if (m := meaningful(ln))], []
+        return [m for ln in split_lines(text) if (m := meaningful(ln))], []
     spans = private_spans(text)
     if not spans:
-        return [], [m for ln in text.split("\n") if (m := meaningful(ln))]
+        return [], [m for ln in split_lines(text) if (m := meaningful(ln))]
     from .private import _TAG  # the tag grammar is private.py's
 
     private: list[str] = []
@@ -95,10 +108,10 @@ def file_lines(text: str, private_file: bool) -> tuple[list[str], list[str]]:
     at = 0
     for a, b in spans:
         public_parts.append(text[at:a])
-        private += [m for ln in _TAG.sub("\n", text[a:b]).split("\n") if (m := meaningful(ln))]
+        private += [m for ln in split_lines(_TAG.sub("\n", text[a:b])) if (m := meaningful(ln))]
         at = b
     public_parts.append(text[at:])
-    public = [m for part in public_parts for ln in part.split("\n") if (m := meaningful(ln))]
+    public = [m for part in public_parts for ln in split_lines(part) if (m := meaningful(ln))]
     return private, public
 
 
@@ -107,13 +120,20 @@ class PrivateLines:
 
     __slots__ = ("_anchors", "count", "partial")
 
-    def __init__(self, entries: Iterable[Entry] = (), partial: str | None = None):
-        self._anchors: dict[int, list[tuple[int, int]]] = {}
+    def __init__(self, entries: Iterable[Entry] = (), partial: str | None = None, limit: int = MAX_ENTRIES):
+        # anchor -> length -> digests: a lookup costs one digest per distinct length, however many lines share
+        # their first bytes (a dated log, a CSV)
+        self._anchors: dict[int, dict[int, set[int]]] = {}
+        count = 0
         for anchor, length, digest in entries:
-            slot = self._anchors.setdefault(anchor, [])
-            if (length, digest) not in slot:
-                slot.append((length, digest))
-        self.count = sum(len(v) for v in self._anchors.values())
+            slot = self._anchors.setdefault(anchor, {}).setdefault(length, set())
+            if digest not in slot:
+                if count >= limit:
+                    partial = partial or f"over {limit} private lines"
+                    break
+                slot.add(digest)
+                count += 1
+        self.count = count
         self.partial = partial  # why the project was not read whole (None: it was)
 
     @classmethod
@@ -137,8 +157,8 @@ class PrivateLines:
         for i in range(n - ANCHOR + 1):
             found = anchors.get(crc(b[i:i + ANCHOR]))
             if found:
-                for length, digest in found:
-                    if i + length <= n and _digest(b[i:i + length]) == digest:
+                for length, digests in found.items():
+                    if i + length <= n and _digest(b[i:i + length]) in digests:
                         return True
         return False
 
@@ -157,23 +177,25 @@ class PrivateLines:
                 out.append(line)
         return "\n".join(out) if changed else text
 
-    def scrub_value(self, value: Any) -> Any:
+    def scrub_value(self, value: Any, prepare=None) -> Any:
         """A tool call's input with :meth:`scrub` applied to every string in it (keys too), at any depth (an
-        input nested too deep to walk becomes :data:`MARKER` whole)."""
+        input nested too deep to walk becomes :data:`MARKER` whole); ``prepare`` first turns each string into
+        what will be sent of it."""
         if not self._anchors:
             return value
         try:
-            return self._scrub_value(value)
+            return self._scrub_value(value, prepare or (lambda t: t))
         except RecursionError:
             return MARKER
 
-    def _scrub_value(self, value: Any) -> Any:
+    def _scrub_value(self, value: Any, prepare) -> Any:
         if isinstance(value, str):
-            return self.scrub(value)
+            return self.scrub(prepare(value))
         if isinstance(value, dict):
-            return {self.scrub(k) if isinstance(k, str) else k: self._scrub_value(v) for k, v in value.items()}
+            return {self.scrub(prepare(k)) if isinstance(k, str) else k: self._scrub_value(v, prepare)
+                    for k, v in value.items()}
         if isinstance(value, list):
-            return [self._scrub_value(v) for v in value]
+            return [self._scrub_value(v, prepare) for v in value]
         return value
 
 
