@@ -259,19 +259,16 @@ def cmd_import(args) -> int:
     print(f"key {key.id} added to this machine's key ring ({c.ring.directory})")
     from ..privacy.keys import effective_policy
 
-    pin = c.pin
-    if (pin is not None and pin.enabled and c.shared.enabled and c.shared.key_id == key.id and key.id != pin.key_id
-            and key.id not in pin.retired and c.shared.generation > pin.generation):
-        # imported while the home's setting names it as its next key: the user's act here confirms it
-        _confirm(c, key.id)
-        from ..privacy.keys import load_pin
-
-        pin = load_pin(c.rt.local.keys, c.store.home)
-    policy, new_pin = effective_policy(c.shared, pin, c.ring)
+    policy, new_pin = effective_policy(c.shared, c.pin, c.ring)
     if new_pin is not None:  # the home's key is here now: pinned, so the folder cannot turn it down
         _pin(c, policy)
     c.policy = policy
-    if c.policy.enabled and c.policy.key_id != key.id:
+    if policy.pinned and c.shared.enabled and c.shared.key_id == key.id:
+        # the folder names it as the home's key, and this machine pinned another: a key imported to open old
+        # backups must never become the sealing key because the folder says so. The user says so, here
+        print(f"note: the home's setting names key {key.id} (generation {c.shared.generation}) as its key; this "
+              "machine uses it only once you confirm that here: `subconscious key follow`")
+    elif c.policy.enabled and c.policy.key_id != key.id:
         print(f"note: this home's current key is {c.policy.key_id}, not {key.id}")
     elif not c.policy.enabled:
         print("note: encryption is off in this home (`subconscious key init` turns it on)")
@@ -299,6 +296,11 @@ def cmd_rotate(args) -> int:
         if p.key_id not in c.ring:
             raise Failure(f"this machine does not have the home's key {p.key_id}, so it cannot re-seal the "
                           "cached values; import it first (`subconscious key import`)")
+        from ..privacy.keys import MAX_GENERATION
+
+        if c.generation() + 1 >= MAX_GENERATION - 1:
+            raise Failure(f"the home's generation is {c.generation()}, at the ceiling ({MAX_GENERATION}): a writer of "
+                          "the folder pushed it there; run `subconscious key disable` and `key init` to start over")
         key, params, source = _new_key(args)
         c.ring.add(key, source=source, refuse_under=c.refuse)
         _confirm(c, key.id)  # held here before the setting names it: this machine follows it (keys.effective_policy)
@@ -348,7 +350,7 @@ def _confirm(c: "_Ctx", key_id: str) -> None:
 
 
 def cmd_follow(args) -> int:
-    from ..privacy.keys import effective_policy, load_pin, save_pin
+    from ..privacy.keys import MAX_JUMP, effective_policy, load_pin, save_pin
 
     c = _Ctx()
     s, pin = c.shared, c.pin
@@ -356,7 +358,9 @@ def cmd_follow(args) -> int:
         raise Failure(f"nothing to confirm: this machine follows the home's setting (key {c.policy.key_id}, "
                       f"generation {c.policy.generation})" if c.policy.enabled else
                       "nothing to confirm: encryption is off in this home")
-    if not (s.enabled and not s.damaged and s.key_id and pin is not None and s.generation > pin.generation):
+    awaited = pin is not None and pin.awaiting == s.key_id == pin.key_id and s.key_id in c.ring
+    if not awaited and not (s.enabled and not s.damaged and s.key_id and pin is not None
+                            and pin.generation < s.generation <= pin.generation + MAX_JUMP):
         raise Failure(f"the home's setting does not name a newer key than this machine's: {c.policy.pinned}")
     if s.key_id in pin.retired:
         raise Failure(f"key {s.key_id} was rotated away from in this home: it is never the home's key here again "
@@ -367,8 +371,8 @@ def cmd_follow(args) -> int:
         save_pin(c.rt.local.keys, c.store.home, new_pin)
     if policy.key_id != s.key_id:
         raise Failure(f"still not followed: {policy.pinned}")
-    print(f"confirmed: this machine follows the home's key {s.key_id} (generation {s.generation}); "
-          f"key {pin.key_id} is retired here")
+    print(f"confirmed: this machine follows the home's key {s.key_id} (generation {s.generation})"
+          + ("" if awaited else f"; key {pin.key_id} is retired here"))
     return 0
 
 

@@ -49,6 +49,7 @@ _MAX_NR, _MAX_WORK = 2**23, 2**25  # scrypt takes 128 * n * r bytes: 1 GiB at mo
 WEAK_N = 2**14  # below this, a guessed passphrase is cheap to try: warned about
 PIN_PREFIX, PIN_FORMAT = "pin-", 1
 MAX_GENERATION = 2**31  # a setting above is damaged: never followed, never pinned (init's +1 stays readable)
+MAX_JUMP = 1000  # a pinned machine follows a setting at most this many generations ahead
 
 
 class KeysError(ValueError):
@@ -351,12 +352,15 @@ class Pin:
     retired: tuple[str, ...] = ()  # keys this home has rotated away from: never current again here
     home: str = ""
     confirmed: str | None = None  # a key this machine held before, which the user confirmed here (`key follow`)
+    awaiting: str | None = None  # the pinned key, followed before this machine held it: used once confirmed
 
     def to_json(self) -> dict[str, Any]:
         out = {"format": PIN_FORMAT, "home": self.home, "enabled": self.enabled, "keyId": self.key_id,
                "generation": self.generation, "retired": list(self.retired)}
         if self.confirmed:
             out["confirmed"] = self.confirmed
+        if self.awaiting:
+            out["awaiting"] = self.awaiting
         return out
 
 
@@ -388,10 +392,10 @@ def load_pin(key_dir: Path, home: Path) -> Pin | None:
         kid, gen, retired = data.get("keyId"), data.get("generation"), data.get("retired", [])
         if type(data.get("enabled")) is not bool or type(gen) is not int or not isinstance(retired, list):
             raise ValueError
-        confirmed = data.get("confirmed")
+        confirmed, awaiting = data.get("confirmed"), data.get("awaiting")
         return Pin(data["enabled"], kid if is_key_id(kid) else None, gen,
                    tuple(r for r in retired if is_key_id(r)), str(data.get("home", "")),
-                   confirmed if is_key_id(confirmed) else None)
+                   confirmed if is_key_id(confirmed) else None, awaiting if is_key_id(awaiting) else None)
     except (AttributeError, ValueError):
         return Pin(True, None, 2**53 - 1, (), str(home))
 
@@ -401,7 +405,7 @@ def save_pin(key_dir: Path, home: Path, pin: Pin) -> Path:
     ensure_dir(path.parent)
     os.chmod(path.parent, 0o700)
     pin = Pin(pin.enabled, pin.key_id, pin.generation, tuple(sorted(set(pin.retired))),
-              os.path.realpath(home), pin.confirmed)
+              os.path.realpath(home), pin.confirmed, pin.awaiting)
     atomic_write(path, json.dumps(pin.to_json(), indent=1) + "\n")
     return path
 
@@ -460,14 +464,24 @@ def effective_policy(shared: Policy, pin: Pin | None, keyring: Mapping[str, Key]
     if shared.enabled and not shared.damaged and shared.key_id not in pin.retired:
         if shared.key_id == pin.key_id:
             if shared.generation >= pin.generation:
-                return shared, None
+                if pin.awaiting != pin.key_id or not held(pin.key_id):
+                    return shared, None  # (awaiting and not held yet: nothing can be sealed anyway)
+                if pin.confirmed == pin.key_id:
+                    return shared, replace(pin, awaiting=None, confirmed=None)
+                # followed before it was held here, and held now: used once the user confirms it
+        elif shared.generation > pin.generation + MAX_JUMP:
+            pass  # refused below: no machine rotates that often
         elif shared.generation > pin.generation and held(shared.key_id) and pin.confirmed != shared.key_id:
             pass  # a key seen here before: refused below, until the user confirms it
         elif shared.generation > pin.generation:
             if shared.rotation is None:
                 # pinned even when the new key is not here yet (nothing is cached until it is imported):
-                # the old key is retired on this machine, so its holder cannot set it back as the home's
-                return shared, pin_to(pin, shared)
+                # the old key is retired on this machine, so its holder cannot set it back as the home's.
+                # A key not here yet is awaited: importing it later (say, an old key to open backups, named
+                # by its holder as the next generation) does not make it the key values are sealed with
+                # here until the user confirms it (`key follow`)
+                new = pin_to(pin, shared)
+                return shared, (new if held(shared.key_id) else replace(new, awaiting=shared.key_id))
             if shared.rotation.get("from") != pin.key_id:
                 shared = replace(shared, rotation=None)  # only the pinned key may be rotated from
             return shared, None
@@ -480,6 +494,15 @@ def effective_policy(shared: Policy, pin: Pin | None, keyring: Mapping[str, Key]
                "`subconscious key disable` here")
     elif shared.damaged:
         why = f"the home's encryption setting cannot be read; this machine keeps its pinned key {pin.key_id}"
+    elif shared.key_id == pin.key_id and pin.awaiting == pin.key_id:
+        why = (f"this machine followed the home's key {pin.key_id} (generation {pin.generation}) before it held "
+               "it, and holds it now: it is used once you confirm it here (`subconscious key follow`), so that "
+               "a key imported for another reason (an old one, to open backups) is never made the home's key "
+               "by the folder")
+    elif shared.generation > pin.generation + MAX_JUMP:
+        why = (f"the home's setting jumps from generation {pin.generation} to {shared.generation} (key "
+               f"{shared.key_id}); not followed (no home rotates that often). If it is really wanted, run "
+               "`subconscious key disable` and `key init` here")
     elif shared.generation > pin.generation and shared.key_id not in pin.retired and held(shared.key_id):
         why = (f"the home's setting names key {shared.key_id} (generation {shared.generation}), a key this machine "
                f"held already (made or imported here) and never saw become the home's key; a rotation is "

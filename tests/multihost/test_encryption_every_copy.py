@@ -235,8 +235,10 @@ def test_generations_only_move_forward(home):
     assert beta.key("import", stdin=alpha.key("export").stdout).returncode == 0
     beta.cache("s1", {"guidance": "x"})  # beta pins generation 1
     assert alpha.key("rotate").returncode == 0 and alpha.key("rotate").returncode == 0
-    # beta, given the newest key, follows the home forward and pins it
+    # beta, given the newest key (and told by the user that it is the home's: `key follow`), follows the home
+    # forward and pins it
     assert beta.key("import", stdin=alpha.key("export").stdout).returncode == 0
+    assert beta.key("follow").returncode == 0
     beta.cache("s1", {"guidance": "y"})
     assert envelope_key_id(beta.store().session("s1").last_block_values["guidance"]) == alpha.status()["keyId"]
     # a generation-1 setting from the folder (the first key, which beta holds too) is not followed by either

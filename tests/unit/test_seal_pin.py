@@ -94,6 +94,27 @@ def test_a_machine_that_first_pins_a_rotated_home_learns_its_old_keys_from_the_s
     assert Policy.from_json(Policy(True, k2, generation=2, retired=(k1, k2)).to_json()).retired == (k1,)
 
 
+def test_a_key_followed_before_it_was_held_is_used_only_once_confirmed():
+    """Red team finding: the folder names the user's old key as generation 5 *before* the user imports it (to
+    open backups): followed then (nothing held, nothing sealed) and awaited; once imported it is not used
+    until the user confirms it here."""
+    k2, old = KEYS[1].id, KEYS[3].id
+    pin = Pin(True, k2, 2)
+    policy, new = effective_policy(Policy(True, old, generation=5), pin, {k2: RING[k2]})
+    assert policy.key_id == old and new.awaiting == old and k2 in new.retired
+    ring = {k2: RING[k2], old: KEYS[3]}  # imported afterwards
+    policy, none = effective_policy(Policy(True, old, generation=5), new, ring)
+    assert policy.key_id == old and policy.pinned and "key follow" in policy.pinned and none is None
+    policy, done = effective_policy(Policy(True, old, generation=5), Pin(**{**new.__dict__, "confirmed": old}), ring)
+    assert policy.key_id == old and not policy.pinned and done.awaiting is None and done.confirmed is None
+
+
+def test_a_generation_far_ahead_is_not_followed():
+    k1, k2 = KEYS[0].id, KEYS[3].id
+    policy, new = effective_policy(Policy(True, k2, generation=2**31 - 2), Pin(True, k1, 3), RING)
+    assert policy.key_id == k1 and new is None and "jumps" in policy.pinned
+
+
 def test_a_confirmation_survives_the_pin_file(tmp_path):
     k1, k2 = KEYS[0].id, KEYS[1].id
     save_pin(tmp_path / "keys", tmp_path / "home", Pin(True, k2, 2, confirmed=k1))
