@@ -392,3 +392,26 @@ def test_bytes_remembered_by_a_report_are_never_cached_under_a_later_identity(tm
     got = world.read()
     assert got == world.read(cached=False)
     assert {sid: s.last_processed_index for sid, s, _ in got}[SIDS[0]] == 7
+
+
+def test_two_hosts_sharing_one_state_dir_keep_a_cache_each(tmp_path):
+    """Red team finding: two host ids over one machine-local state dir (two SUBCONSCIOUS_HOST values) overwrote
+    each other's session cache, so a status alternating between them stayed cold for ever."""
+    world = World(tmp_path)
+    world.state["now"] += 10 * TICK
+
+    def read(host: str) -> list:
+        fs = ModelTimes(world.state)
+        s = Store(world.home, host, world.local / "locks", world.local / "clocks", read_only=True, fs=fs)
+        s.keep_caches = True
+        return list(s.sessions())
+
+    for _ in range(2):
+        read("alpha"), read("beta")
+        world.state["now"] += 10 * TICK
+    read("alpha"), read("beta")
+    world.state["reads"].clear()
+    read("alpha")
+    read("beta")
+    assert not world.state["reads"]  # both answered from their own cache
+    assert len(world.cache_files()) == 2

@@ -177,8 +177,11 @@ def save(path: Path, context: list, value) -> None:
         pass
 
 
-def cache_path(cache_dir: Path, kind: str, home: Path) -> Path:
-    digest = hashlib.sha256(os.fspath(home).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+def cache_path(cache_dir: Path, kind: str, home: Path, host: str = "") -> Path:
+    """``<cache dir>/<kind>-<digest of the home (and the host: two hosts sharing one state dir keep a cache
+    each instead of overwriting each other's)>.json``."""
+    key = os.fspath(home) + ("\0" + host if host else "")
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return Path(cache_dir) / f"{kind}-{digest}.json"
 
 
@@ -251,7 +254,7 @@ class SessionCache:
         self.fs = fs
         self.home = Path(home)
         self.home_text = os.fspath(self.home)
-        self.path = cache_path(cache_dir, "sessions", self.home)
+        self.path = cache_path(cache_dir, "sessions", self.home, str(context[0]) if context else "")
         self.context = [FORMAT, self.home_text, code_identity(), *context]
         self.old: dict = {}
         self.new: dict = {}
