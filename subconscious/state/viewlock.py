@@ -50,6 +50,7 @@ POLL_S = 0.005
 # write that gets it (:class:`~.writing.Writing`): never published without the lease, it cannot go back
 LEASE_WAIT_S = 1.0
 BUSY = None  # what view_lock yields when another holder kept the lease for the whole wait
+BUSY_MEMORY_S = 30.0  # a store that found a lease kept that long does not wait for it again for this long
 LOCK_CAP = 4096  # a lock file is one line; anything larger is not ours (never read whole, every poll)
 
 log = logging.getLogger("subconscious")
@@ -98,6 +99,22 @@ def view_lock(fs: FS, view: Path, owner: str, held: set[str] | None = None, *, w
                 fs.unlink(lock)
 
 
+def _stale_by_its_clock(fs: FS, lock: Path, when: float, stale_s: float) -> bool:
+    """Is a lease dated ``when`` (its mtime, set by the file server's clock) older than ``stale_s``, or in the
+    future, by the same clock? A server whose clock is 3 s off ours made a live lease look stale: the time now
+    is read from a file written in the same directory (once per suspicion; it is removed at once). Where no
+    file can be written, our clock decides, as before."""
+    try:
+        probe = fs.put_temp(lock.parent, "clock", b"", durable=False)
+    except (OSError, ValueError):
+        return True
+    try:
+        now = fs.mtime(probe)
+    finally:
+        fs.unlink(probe)
+    return now is None or abs(now - when) > stale_s
+
+
 def _acquire(fs: FS, lock: Path, token: bytes, wait_s: float, stale_s: float, ours: bytes, this_process: bytes) -> bool:
     deadline = fs.now() + wait_s
     try:
@@ -125,7 +142,7 @@ def _acquire(fs: FS, lock: Path, token: bytes, wait_s: float, stale_s: float, ou
                 fs.unlink(lock)
             continue
         when = fs.mtime(lock)
-        if when is not None and abs(fs.now() - when) > stale_s:  # a killed holder's, or dated in the future
+        if when is not None and abs(fs.now() - when) > stale_s and _stale_by_its_clock(fs, lock, when, stale_s):
             again = fs.read(lock, cap=LOCK_CAP)
             if again.ok and again.data == got.data:  # still the stale one (not a new holder's)
                 log.warning("state: removed %s, left by a writer that stopped %.0f s ago", lock, fs.now() - when)

@@ -62,3 +62,40 @@ def test_a_lease_kept_fresh_costs_a_write_at_most_its_budget_and_the_view_never_
     store.update_session("s1", lambda cur: cur.evolve(last_processed_index=10))
     assert set(json.loads(store.view_path.read_text())) == {"s1", "s2"}
     assert json.loads(store.session_path("s1").read_text())["lastProcessedIndex"] == 10
+
+
+def test_a_bulk_write_waits_once_for_a_lease_kept_fresh_not_once_per_item(tmp_path):
+    """Red team finding: a view lease kept fresh by another host made gc wait ~1 s per retirement (17 s for 15).
+    A store that found a lease kept for its whole wait does not wait for it again for a while: 15 writes cost
+    one wait, and each is still acknowledged in this host's files."""
+    home = tmp_path / "home"
+    fs = TouchedLeases()
+    store = Store(home, "h1", tmp_path / "l" / "locks", tmp_path / "l" / "clocks", fs=fs)
+    store.put_conversation("s0", "c0", "a")
+    lock_path(store.view_path).write_bytes(b"evil 1 toucher\n")
+    for i in range(1, 16):
+        store.put_conversation(f"s{i}", f"c{i}", "a")
+    assert fs.waited <= 1.5 * LEASE_WAIT_S, fs.waited
+    other = Store(home, "h2", tmp_path / "l2" / "locks", tmp_path / "l2" / "clocks")
+    assert all(other.conversation(f"s{i}").conversation_id == f"c{i}" for i in range(16))
+
+
+class ServerAhead(RealFS):
+    """The real file system on a file server whose clock is 5 s ahead of ours: every mtime it sets is 5 s on."""
+
+    def mtime(self, path: Path) -> float | None:
+        got = super().mtime(path)
+        return None if got is None else got + 5.0
+
+
+def test_a_server_clock_off_ours_cannot_take_a_live_lease(tmp_path):
+    """Red team finding: a lease whose mtime was 3+ s off our clock (the server's clock, not its age) was taken
+    from a live holder. Its age is now read on the server's own clock."""
+    from subconscious.state.viewlock import BUSY, view_lock
+
+    view = tmp_path / "conversations.json"
+    view.write_text("{}")
+    lock_path(view).write_bytes(b"h2 4242 livetoken\n")  # another host's holder, alive, holding it right now
+    with view_lock(ServerAhead(), view, "h1", wait_s=0.2) as got:
+        assert got is BUSY
+    assert lock_path(view).read_bytes() == b"h2 4242 livetoken\n"

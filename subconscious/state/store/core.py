@@ -76,6 +76,7 @@ class Store(Reading, Writing, Upkeep):
         self.locks_dir, self.clocks_dir = Path(locks_dir), Path(clocks_dir)
         self.lock_timeout = lock_timeout
         self.lease_wait_s = LEASE_WAIT_S  # what a write waits for a view lease another holder keeps (a hook sets less)
+        self.views_busy: dict[str, float] = {}  # (see Writing._leased: one wait per view per BUSY_MEMORY_S)
         self.now = now
         self.retention_ms = retention_ms
         self.read_only = read_only  # report problems without setting anything aside; refuse writes

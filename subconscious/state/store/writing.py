@@ -35,7 +35,7 @@ from .snapshot import (
 )
 from ..sources import Read
 from ..conflicts.viewlines import render_shard, render_view
-from ..viewlock import BUSY, LEASE_WAIT_S, pending_path, view_lock
+from ..viewlock import BUSY, BUSY_MEMORY_S, LEASE_WAIT_S, pending_path, view_lock
 
 log = logging.getLogger("subconscious")
 
@@ -90,6 +90,8 @@ class Writing:
         if self.read_only:
             raise StoreError("this store was opened read-only")
 
+    views_busy: dict  # view -> when (monotonic) another holder last kept its lease for our whole wait
+
     def _view_lock(self, path: Path):
         """This host's turn at the shared view ``path`` among the hosts of its directory (see
         :mod:`.viewlock`): held from the read to the publish, so no other host's acknowledged write can
@@ -102,11 +104,18 @@ class Writing:
         keeps it that long, ``path`` is *deferred* (:meth:`_deferred`) for this operation: its writes go to
         this host's files only, and the view is left to a write that gets the lease."""
         nested = str(path) in self.views_held
-        with view_lock(self.fs, path, self.host, self.views_held,
-                       wait_s=min(self.lock_timeout, self.lease_wait_s)) as got:
+        wait = min(self.lock_timeout, self.lease_wait_s)
+        busy_at = self.views_busy.get(str(path))
+        if busy_at is not None and time.monotonic() - busy_at < BUSY_MEMORY_S:
+            wait = 0.0  # kept by another holder a moment ago: a bulk write (gc, doctor --fix) waits once, not per item
+        with view_lock(self.fs, path, self.host, self.views_held, wait_s=wait) as got:
             busy = got is BUSY
             if busy:
                 self.views_deferred.add(str(path))
+                if busy_at is None or time.monotonic() - busy_at >= BUSY_MEMORY_S:
+                    self.views_busy[str(path)] = time.monotonic()
+            elif got is True:
+                self.views_busy.pop(str(path), None)
             try:
                 yield got
             finally:
