@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import LettaConfigError
+from .errors import LettaConfigError, display_url  # (display_url is the errors' own: they show URLs)
 
 DEFAULT_BASE_URL = "https://api.letta.com"
 CLOUD_HOSTS = frozenset({"api.letta.com"})
@@ -36,18 +36,6 @@ def normalize_base_url(raw: str | None) -> str:
     if not path.endswith("/v1"):
         path += "/v1"
     return urlunsplit((parts.scheme.lower(), parts.netloc, path, "", ""))
-
-
-def display_url(url: str) -> str:
-    """A URL safe to show: any user:password@ part is masked."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if "@" in parts.netloc:
-        host = parts.netloc.rsplit("@", 1)[1]
-        return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
-    return url
 
 
 def is_cloud(base_url: str) -> bool:

@@ -7,6 +7,20 @@ with ``from None`` so the request (and its Authorization header) is not attached
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit, urlunsplit
+
+
+def display_url(url: str) -> str:
+    """A URL safe to show: any user:password@ part is masked."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if "@" in parts.netloc:
+        host = parts.netloc.rsplit("@", 1)[1]
+        return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+    return url
+
 
 _MIN_SECRET_PIECE = 6
 
@@ -120,7 +134,6 @@ def detail_of(body_text: str) -> str:
 def redirect_error(what: str, status: int, location: str | None, *, where: str) -> LettaHTTPError:
     """A 3xx answer. Neither client follows redirects: a redirect to another host (or port) would carry the
     ``Authorization: Bearer <LETTA_API_KEY>`` header there."""
-    from .config import display_url
 
     to = display_url(location)[:200] if location else "no Location"
     return LettaHTTPError(f"{what}: HTTP {status} redirect to {to}",

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from .ids import is_host_id, is_session_id
+from .idgrammar import is_host_id, is_session_id
 from .textforms import TEMP_PREFIX
 
 __all__ = [

@@ -6,17 +6,17 @@ paths (``session-<id>.json``, ``hosts/<host>.json``). Nothing reaches the file s
 A session id whose file name would read as a sync engine's conflict copy (``abc_conflict-20261130-063049``
 is Nextcloud's copy of session ``abc``) is refused by :func:`check_session_id`, the check every id from
 outside (hook input, the worker's command line) and every id that becomes a file name goes through.
-:func:`is_session_id` is the grammar alone: :mod:`subconscious.state.copynames` builds on it to tell
-copies from originals, so it must accept the ids inside a copy's name.
+:func:`is_session_id` is the grammar alone (:mod:`.idgrammar`, a leaf): :mod:`subconscious.state.copynames`
+builds on it to tell copies from originals, so it must accept the ids inside a copy's name.
 """
 
 from __future__ import annotations
 
 import re
 
-SESSION_ID_MAX = 128
-_SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
-_HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+from .idgrammar import HOST_RE as _HOST_RE, SESSION_ID_MAX, SESSION_RE as _SESSION_RE, is_host_id, is_session_id
+
+__all__ = ["SESSION_ID_MAX", "InvalidIdentifier", "check_session_id", "is_session_id", "check_host_id", "is_host_id"]
 # The engine markers that fit the grammar (Nextcloud's legacy copies, OneDrive's Linux client); only an
 # id that holds one pays for importing the classifier, which decides.
 _COPY_LIKE = re.compile(r"_conflict-\d{8}-\d{6}|-safeBackup-\d{4}")
@@ -54,11 +54,6 @@ def check_session_id(value: object) -> str:
     return value
 
 
-def is_session_id(value: object) -> bool:
-    """The grammar of :func:`check_session_id` only (see the module docstring)."""
-    return isinstance(value, str) and _SESSION_RE.fullmatch(value) is not None
-
-
 def check_host_id(value: object) -> str:
     """Return ``value`` if it is a safe host id (``SUBCONSCIOUS_HOST`` or a generated one)."""
     if not isinstance(value, str) or not _HOST_RE.fullmatch(value):
@@ -67,7 +62,3 @@ def check_host_id(value: object) -> str:
             "'.', '-' or '_', starting with a letter or digit"
         )
     return value
-
-
-def is_host_id(value: object) -> bool:
-    return isinstance(value, str) and _HOST_RE.fullmatch(value) is not None

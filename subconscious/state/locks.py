@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .files import FILE_MODE, ensure_dir
+from ..base.atomic import FILE_MODE, ensure_dir
 
 try:
     import fcntl
