@@ -159,7 +159,7 @@ def handed_over(raw: bytes, env=os.environ) -> bool:
     if not isinstance(path, str) or not os.path.isfile(path) or directory is None:
         return False
     if os.path.exists(os.path.join(directory, "serve", "enabled.json")):
-        return False  # served mode: hookrun's Stop also (re)starts the server (served.autostart)
+        return False  # served mode: hookrun's Stop also (re)starts the server (local.autostart)
     sessions = os.path.join(directory, "sessions")
     if not (os.access(sessions, os.W_OK) and os.access(os.path.join(directory, "logs"), os.W_OK)):
         return False  # the full path says why on stderr (no log to write) — the worker could not write either

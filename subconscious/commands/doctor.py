@@ -11,29 +11,14 @@ import os
 import sys
 from typing import Mapping
 
+from ..doctor.findings import report_json  # noqa: F401 (the JSON form is the report's own: see/health.py shows it)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
     parser.add_argument("--fix", action="store_true", help="repair what is safe (keeps backups) and report what remains")
     parser.add_argument("--skew-threshold", type=float, default=None, metavar="SECONDS",
                         help="report clocks further apart than this (default 120)")
-
-
-def report_json(before, after=None, actions=None) -> dict:
-    final = after or before
-    out = {
-        "home": str(final.home) if final.home else None,
-        "host": final.host,
-        "ok": not final.problems,
-        "counts": final.counts,
-        "conflict_copies_by_engine": final.by_engine,
-        "findings": [f.to_json() for f in final.findings],
-        "elapsed_s": round(final.elapsed_s, 3),
-    }
-    if after is not None:
-        out["before"] = [f.to_json() for f in before.findings]
-        out["fixed"] = actions or []
-    return out
 
 
 def render(report, con, title: str | None = None) -> None:

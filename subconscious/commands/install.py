@@ -240,7 +240,7 @@ def _has_served(settings: dict) -> bool:
 def _served_off() -> None:
     """This file's served hooks are gone: SessionStart stops starting the server."""
     from ..local.identity import local_dirs
-    from ..served.autostart import disable
+    from ..local.autostart import disable
 
     try:
         if disable(local_dirs().root):
@@ -254,8 +254,8 @@ def _served_notes(port: int, http: bool) -> None:
     """What served mode needs besides the settings: the token in Claude Code's environment; the marker that
     has SessionStart start the server when nothing answers on its port."""
     from ..local.identity import local_dirs
-    from ..served.autostart import enable
-    from ..served.token import ensure_token
+    from ..local.autostart import enable
+    from ..local.servetoken import ensure_token
 
     try:
         token = ensure_token(local_dirs().root)

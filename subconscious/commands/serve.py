@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..local.identity import local_dirs
     from ..served import default_port
-    from ..served.token import ensure_token, token_path
+    from ..local.servetoken import ensure_token, token_path
 
     try:
         port = args.port if args.port is not None else default_port()
@@ -83,7 +83,7 @@ def _serve(args: argparse.Namespace, port: int, token: str, root) -> int:
     from ..base.atomic import atomic_write
     from ..letta import lite
     from ..local.log import setup
-    from ..served.autostart import port_file
+    from ..local.autostart import port_file
     from ..served.keepalive import KeptAlive
     from ..served.server import HookServer, serve_in_thread
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..local.sessions import gave_up_deliveries, pending_deliveries  # noqa: F401 (read by see/sessions.py too)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -62,35 +64,6 @@ def _budget(settings, host: str, home=None) -> dict:
     from ..delivery.budget import report
 
     return report(settings, host, home=home)
-
-
-def pending_deliveries(sessions_dir) -> list[dict]:
-    """Deliveries waiting on this machine: which session, what (start message, lines), since how many
-    failures, why, and when the next attempt may start (the retry markers of worker.py)."""
-    import time
-
-    from ..local import sessions as localsession
-
-    out = []
-    for sid, due in localsession.pending_marks(sessions_dir):
-        local = localsession.load(sessions_dir, sid)
-        out.append({
-            "session": sid,
-            "start_message": bool(local.pending_start),
-            "lines": local.attempt,
-            "failures": local.failures,
-            "why": local.last_error or localsession.pending_reason(sessions_dir, sid),
-            "next_attempt_in_s": max(0, round(due - time.time())),
-        })
-    return out
-
-
-def gave_up_deliveries(sessions_dir) -> list[dict]:
-    """Deliveries the worker gave up on on this machine (a run still stuck after its re-delivery), newest
-    last: which session, which lines and delivery key, why, when (epoch s)."""
-    from ..local import sessions as localsession
-
-    return [{"session": sid, **g} for sid, got in localsession.gave_up(sessions_dir).items() for g in got]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import shutil
@@ -67,11 +66,12 @@ class Machine:
         return set(store.read().live)
 
     def doctor(self, fix: bool = False) -> tuple[int, str]:
-        from ..commands.doctor import run_doctor
-
-        out = io.StringIO()
-        code = run_doctor(self.env(), str(self.letta_home), fix=fix, as_json=False, skew=None, out=out)
-        return code, out.getvalue()
+        """``subconscious doctor [--fix]`` run on this machine as a user runs it (the verb is reached by its
+        name: the demo sits below the commands)."""
+        p = subprocess.run([sys.executable, "-m", "subconscious", "doctor", *(["--fix"] if fix else [])],
+                           env={**self.env(), "COLUMNS": os.environ.get("COLUMNS", "100")}, cwd=self.letta_home,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        return p.returncode, p.stdout
 
 
 def run_all(procs: list[subprocess.Popen], timeout: float = 120.0) -> list[dict]:

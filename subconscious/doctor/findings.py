@@ -114,3 +114,21 @@ def table(findings: list[Finding], width: int | None = None) -> str:
         lines.append("  ".join(cells) + "  " + wrapped[0])
         lines += [" " * lead + cont for cont in wrapped[1:]]
     return "\n".join(lines)
+
+
+def report_json(before, after=None, actions=None) -> dict:
+    """A report (and, after --fix, the one before and what was done) as ``doctor --json`` prints it."""
+    final = after or before
+    out = {
+        "home": str(final.home) if final.home else None,
+        "host": final.host,
+        "ok": not final.problems,
+        "counts": final.counts,
+        "conflict_copies_by_engine": final.by_engine,
+        "findings": [f.to_json() for f in final.findings],
+        "elapsed_s": round(final.elapsed_s, 3),
+    }
+    if after is not None:
+        out["before"] = [f.to_json() for f in before.findings]
+        out["fixed"] = actions or []
+    return out

@@ -78,13 +78,13 @@ SERVED_CHECK_EVENTS = ("session-start", "stop")  # still command hooks in served
 
 
 def _ensure_served(event: HookEvent, log) -> None:
-    """Served mode on (a marker file) and nothing on its port: start ``subconscious serve`` (served.autostart)."""
+    """Served mode on (a marker file) and nothing on its port: start ``subconscious serve`` (local.autostart)."""
     from ..local.identity import local_dirs
 
     try:
         marker = local_dirs(event.env).root / "serve" / "enabled.json"
         if os.path.exists(marker):  # command mode: this stat is all it costs
-            from ..served.autostart import ensure
+            from ..local.autostart import ensure
 
             ensure(marker, event.env, log, wait=1.5 if event.name == "session-start" else 0.0)
     except Exception as exc:  # noqa: BLE001 - never worth breaking a hook for

@@ -291,3 +291,28 @@ def pending(sessions_dir: Path) -> list[str]:
         if s.pending_start or s.transcript_path or s.pending_update:
             out.append(sid)
     return out
+
+
+def pending_deliveries(sessions_dir) -> list[dict]:
+    """Deliveries waiting on this machine: which session, what (start message, lines), since how many
+    failures, why, and when the next attempt may start (the retry markers of worker.py)."""
+    import time
+
+    out = []
+    for sid, due in pending_marks(sessions_dir):
+        local = load(sessions_dir, sid)
+        out.append({
+            "session": sid,
+            "start_message": bool(local.pending_start),
+            "lines": local.attempt,
+            "failures": local.failures,
+            "why": local.last_error or pending_reason(sessions_dir, sid),
+            "next_attempt_in_s": max(0, round(due - time.time())),
+        })
+    return out
+
+
+def gave_up_deliveries(sessions_dir) -> list[dict]:
+    """Deliveries the worker gave up on on this machine (a run still stuck after its re-delivery), newest
+    last: which session, which lines and delivery key, why, when (epoch s)."""
+    return [{"session": sid, **g} for sid, got in gave_up(sessions_dir).items() for g in got]

@@ -46,7 +46,9 @@ def reply_of(items: list[dict]) -> dict:
     msgs = []
     for m in turn.messages:
         kind = m.get("message_type")
-        text = content_text(m.get("content")) if kind == "assistant_message" else (m.get("reasoning") or "")
+        reasoning = m.get("reasoning")  # checked on reasoning messages only (letta.shapes): text or nothing here
+        text = content_text(m.get("content")) if kind == "assistant_message" else \
+            (reasoning if isinstance(reasoning, str) else "")
         msgs.append({"type": kind, "text": text, "id": m.get("id"), "date": m.get("date")})
     return {"reply": turn.text, "messages": msgs, "stop_reason": turn.stop_reason}
 

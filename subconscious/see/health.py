@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def health(home) -> dict:
-    from ..commands.doctor import report_json
+    from ..doctor.findings import report_json
     from ..doctor.checks import diagnose
 
     import os

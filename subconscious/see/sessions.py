@@ -104,7 +104,7 @@ def last_delivery(messages_newest_first, limit: int = 200) -> str | None:
 def session_rows(home) -> list[dict]:
     """Every session of the shared home from the state files alone (no server call), oldest start first."""
     from ..local import sessions as localsession
-    from ..commands.status import pending_deliveries
+    from ..local.sessions import pending_deliveries
 
     sessions_dir = home.local_root / "sessions"
     try:

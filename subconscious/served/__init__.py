@@ -2,7 +2,8 @@
 127.0.0.1, so a tool call costs a local HTTP round trip instead of a Python start: through ``client.bash``
 (a command hook, bash's own /dev/tcp: silent whatever fails) or as Claude Code's ``http`` hooks.
 
-- :mod:`.token`: the per-user token (machine-local, 0600) every request must carry;
+- :mod:`subconscious.local.servetoken`: the per-user token (machine-local, 0600) every request must carry, and
+  :mod:`subconscious.local.autostart`, which starts the server for the hooks (both machine-local, below the hooks);
 - :mod:`.server`: the HTTP server; it runs the very handlers the command hooks run
   (``subconscious.hooks.events.pre_tool`` / ``prompt``) and records what was shown once the answer is sent;
 - :mod:`.keepalive`: the server's Letta reads on kept-alive connections.

@@ -47,7 +47,7 @@ fi
 # can write to (a shared SUBCONSCIOUS_STATE_DIR) must not choose where the hook's input goes, nor its token
 own() { [ -O "$1" ] && [ ! -L "$1" ]; }
 own "$dir/serve" || dir=/nonexistent
-# the port a server of this user's moved to when another process held this one (served.autostart)
+# the port a server of this user's moved to when another process held this one (local.autostart)
 own "$dir/serve/port" && IFS= read -r moved <"$dir/serve/port" && case $moved in '' | *[!0-9]*) ;; *) port=$moved ;; esac
 token=${@TOKEN_VAR@:-}
 [ -n "$token" ] || { own "$dir/serve/token" && IFS= read -r token <"$dir/serve/token"; }

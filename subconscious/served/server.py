@@ -39,7 +39,7 @@ from ..hooks.run import STDIN_CAP, HookEvent
 from ..local.settingsfile import ENV_HEADER, FORWARDED_VARS, NOT_FORWARDED, TOKEN_HEADER
 from ..state.jsontext import loads_state
 from . import ROUTES
-from .token import matches, proof
+from ..local.servetoken import matches, proof
 
 log = logging.getLogger("subconscious")
 HEALTH = "/subconscious/health"
@@ -244,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, b"")
             return
         body: dict[str, Any] = {"ok": True}
-        if nonce:  # proof that this listener has the token (served.autostart checks it)
+        if nonce:  # proof that this listener has the token (local.autostart checks it)
             body["proof"] = proof(self.server.token, nonce, self.server.server_address[1])
         self._send(200, json.dumps(body).encode(), "application/json")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 from .server import BackendError
@@ -198,14 +197,12 @@ class SeeBackend:
 
 
 def _key_status(home) -> dict:
-    from ..commands.key import status_info
     from ..privacy.keys import KeyRing, read_policy
+    from ..see.keys import encryption_status
 
     store = home.store
-    ctx = SimpleNamespace(store=store, ring=home.keyring or KeyRing.load(home.rt.local.keys),
-                          policy=read_policy(store),
-                          refuse=(home.rt.settings.letta_home, home.rt.settings.state_home))
-    return status_info(ctx)
+    return encryption_status(store, home.keyring or KeyRing.load(home.rt.local.keys), read_policy(store),
+                             (home.rt.settings.letta_home, home.rt.settings.state_home))
 
 
 def _reason(exc: BaseException) -> str:

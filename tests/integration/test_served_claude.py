@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from subconscious.served.autostart import answering
+from subconscious.local.autostart import answering
 from subconscious.state.store.core import Store
 from tests.harness.claude_code import BASE_PATH, ClaudeRun
 from tests.harness.hooks import conversation_messages

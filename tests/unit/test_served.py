@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from subconscious.served.server import HookServer, answer_body, request_env, serve_in_thread
-from subconscious.served.token import ensure_token, read_token, token_path
+from subconscious.local.servetoken import ensure_token, read_token, token_path
 from subconscious.local.settingsfile import (ENV_HEADER, FORWARDED_VARS, TOKEN_HEADER, count_ours, install, is_ours,
                                        served_hooks, uninstall)
 from tests.harness.letta_server import free_port
@@ -201,7 +201,7 @@ def test_session_start_starts_the_server_only_in_served_mode_and_only_when_nothi
     import signal
     import socket
 
-    from subconscious.served.autostart import answering, disable, enable, ensure, marker_path
+    from subconscious.local.autostart import answering, disable, enable, ensure, marker_path
 
     root = tmp_path / "local"
     env = server_env(tmp_path, root)
@@ -258,7 +258,7 @@ def test_serve_answers_on_the_socket_a_service_manager_passes(tmp_path):
 def test_a_server_that_accepts_but_never_answers_is_replaced_at_the_next_session_start(tmp_path):
     import signal
 
-    from subconscious.served.autostart import answering, enable, ensure, healthy, marker_path
+    from subconscious.local.autostart import answering, enable, ensure, healthy, marker_path
 
     root = tmp_path / "local"
     env = server_env(tmp_path, root)
@@ -469,7 +469,7 @@ def test_health_proves_the_token_for_this_port_and_a_relay_to_our_server_elsewhe
     import socket
     import threading
 
-    from subconscious.served.autostart import ours
+    from subconscious.local.autostart import ours
 
     s, server, token = served
     port = server.server_address[1]

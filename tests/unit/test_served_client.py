@@ -18,7 +18,7 @@ import time
 import pytest
 
 from subconscious.served import client_script
-from subconscious.served.token import ensure_token
+from subconscious.local.servetoken import ensure_token
 from subconscious.local.settingsfile import CLIENT_NAME, FORWARDED_VARS, served_hooks
 from tests.harness.letta_server import free_port
 from tests.unit.test_injection_hooks import Session, letta  # noqa: F401 - the fixture
@@ -507,7 +507,7 @@ def test_another_user_squatting_the_port_gets_nothing_and_session_start_brings_o
     the agent's note from the real server; the squatter is sent nothing, not even a connection."""
     import signal
 
-    from subconscious.served.autostart import enable, port_file
+    from subconscious.local.autostart import enable, port_file
 
     s = Session(tmp_path, letta)
     conv = s.seed()

@@ -158,7 +158,7 @@ def ours(port: int, token: str | None, timeout: float = 2.0) -> bool:
     import http.client
     import secrets
 
-    from .token import proof
+    from .servetoken import proof
 
     if not token:
         return False
@@ -206,7 +206,7 @@ def ensure(marker: Path, env, log=None, wait: float = 0.0) -> int | None:
     does not answer is stopped first; a listener that is not ours (another user's, anything that cannot prove it
     has the token) is left where it is and ours starts on a port the system picks, which it records for the
     client. ``wait``: seconds to wait for it to listen (SessionStart: its prompt's hook comes right after)."""
-    from .token import ensure_token
+    from .servetoken import ensure_token
 
     try:
         port = int(json.loads(marker.read_text())["port"])
@@ -264,7 +264,7 @@ def _free(port: int) -> bool:
 
 
 def _start(root: Path, port: int, env, log, wait: float) -> int:
-    from ..local.settingsfile import FORWARDED_VARS
+    from .settingsfile import FORWARDED_VARS
 
     # Not this session's LETTA_MODE, LETTA_HOME, ...: every request brings its own session's, and a value left
     # in the server's environment would stand in for another session that has none. The key and the Letta
