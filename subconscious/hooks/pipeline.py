@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..local import sessions as localsession
-from .run import HookEvent
+from .event import HookEvent
 from ..local.runtime import Runtime
 from ..state.ids import check_session_id
 from ..state.store.core import Store
@@ -93,11 +93,11 @@ def lease_budget(event_name: str) -> float:
     """How long one write of this hook waits for a view lease another holder keeps: an eighth of the hook's
     deadline, at most :data:`~.state.viewlock.LEASE_WAIT_S` (SessionEnd's 1.2 s left its end record no time:
     1 s of waiting, then the deadline). A write that does not get it is in this host's files all the same."""
-    from .run import EVENTS
+    from .event import DEADLINES
     from ..state.viewlock import LEASE_WAIT_S
 
-    spec = EVENTS.get(event_name)
-    return LEASE_WAIT_S if spec is None else min(LEASE_WAIT_S, spec[1] / 8)
+    deadline = DEADLINES.get(event_name)
+    return LEASE_WAIT_S if deadline is None else min(LEASE_WAIT_S, deadline / 8)
 
 
 def now_iso() -> str:

@@ -16,43 +16,19 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
 from ..state.jsontext import loads_state
+from .event import DEADLINES, HookEvent  # noqa: F401 (HookEvent: re-exported)
 
-# event name on the command line → (module, deadline in seconds; hooks.json timeouts are 15/10/5/120)
-EVENTS: dict[str, tuple[str, float]] = {
-    "session-start": ("subconscious.hooks.events.session_start", 12.0),
-    "user-prompt-submit": ("subconscious.hooks.events.prompt", 8.0),
-    "pre-tool-use": ("subconscious.hooks.events.pre_tool", 4.0),
-    "stop": ("subconscious.hooks.events.stop", 10.0),
-    # the rest of the lifecycle (hooks.json timeouts 5, except SessionEnd: Claude Code gives all its hooks 1.5 s)
-    "pre-compact": ("subconscious.hooks.events.pre_compact", 4.0),
-    "post-compact": ("subconscious.hooks.events.post_compact", 4.0),
-    "subagent-start": ("subconscious.hooks.events.subagent_start", 4.0),
-    "subagent-stop": ("subconscious.hooks.events.subagent_stop", 4.0),
-    "stop-failure": ("subconscious.hooks.events.stop_failure", 4.0),
-    "session-end": ("subconscious.hooks.events.session_end", 1.2),
+# event name on the command line → (handler module, deadline in seconds: event.DEADLINES)
+_HANDLERS = {
+    "session-start": "session_start", "user-prompt-submit": "prompt", "pre-tool-use": "pre_tool", "stop": "stop",
+    "pre-compact": "pre_compact", "post-compact": "post_compact", "subagent-start": "subagent_start",
+    "subagent-stop": "subagent_stop", "stop-failure": "stop_failure", "session-end": "session_end",
 }
+EVENTS: dict[str, tuple[str, float]] = {
+    name: ("subconscious.hooks.events." + module, DEADLINES[name]) for name, module in _HANDLERS.items()}
 STDIN_CAP = 8 * 1024 * 1024
-
-
-@dataclass
-class HookEvent:
-    name: str
-    data: dict[str, Any]
-    env: Any = field(default_factory=lambda: os.environ)
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def session_id(self) -> Any:
-        return self.data.get("session_id")
-
-    @property
-    def cwd(self) -> str | None:
-        cwd = self.data.get("cwd")
-        return cwd if isinstance(cwd, str) and cwd else None
 
 
 PICKUP_EVENTS = ("session-start", "user-prompt-submit", "stop")  # never PreToolUse (the hot path)

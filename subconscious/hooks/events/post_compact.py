@@ -5,7 +5,7 @@ placed in the session's stream where the compaction happened, and a worker deliv
 from __future__ import annotations
 
 from ...delivery import notices
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import open_session
 from ...delivery.transcript import cut, redact
 from .lifecycle import hand_over, position, require_conversation, transcript_of

@@ -5,7 +5,7 @@ reinject.py; a PreCompact alone — "not enough messages to compact" — changes
 
 from __future__ import annotations
 
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import open_session
 from .lifecycle import hand_over, require_conversation
 

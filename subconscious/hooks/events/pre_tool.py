@@ -8,7 +8,7 @@ shown there would be recorded as shown but never reach the main thread's Claude.
 
 from __future__ import annotations
 
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import Skip, open_session
 from .messages import fetch_injection, take_fetch
 

@@ -4,7 +4,7 @@ mode the agent's blocks."""
 
 from __future__ import annotations
 
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import open_session
 from .messages import fetch_injection, take_fetch
 

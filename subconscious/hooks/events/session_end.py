@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import now_iso, open_session
 from ...state.files import atomic_write, ensure_dir
 from .lifecycle import hand_over, require_conversation

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ...local import sessions as localsession
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import SessionContext, now_iso, open_session
 from ...state.records import SessionState
 

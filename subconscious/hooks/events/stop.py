@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...local import sessions as localsession
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import Skip, open_session
 
 

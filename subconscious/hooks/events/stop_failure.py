@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ...local import sessions as localsession
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import open_session
 from .lifecycle import record_transcript, require_conversation
 

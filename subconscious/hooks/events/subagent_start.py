@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import Skip, open_session
 
 LATEST = 3

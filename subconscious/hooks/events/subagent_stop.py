@@ -10,7 +10,7 @@ import re
 import time
 
 from ...delivery import notices
-from ..run import HookEvent
+from ..event import HookEvent
 from ..pipeline import Skip, open_session
 from .lifecycle import hand_over, position, require_conversation, transcript_of
 
