@@ -54,7 +54,7 @@ def build_parser(active: str | None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     process = argv is None  # the console script or ``python -m subconscious``, not a caller in this process
     argv = sys.argv[1:] if argv is None else argv
-    from .hotpath import hook_event, run_hook  # before argparse: hooks run on every tool call and prompt
+    from .hooks.hotentry import hook_event, run_hook  # before argparse: hooks run on every tool call and prompt
 
     event = hook_event(argv)
     if event is not None:

@@ -2,7 +2,7 @@
 
 Most fetches find nothing to show. Proving that takes the session's conversation and watermark
 (``lastSeenMessageId``, read from the session's view in its shared home, found through the machine-local
-session file as Stop's shortcut finds it: :func:`subconscious.hotpath._read_shared`, no symbolic link
+session file as Stop's shortcut finds it: :func:`subconscious.hooks.hotinput.read_shared`, no symbolic link
 followed below the home), the fetch TTL (PreToolUse only, :func:`subconscious.local.claims.take_fetch`;
 UserPromptSubmit always fetches), and ONE page of the conversation's messages, newest first (the page
 size of events/pre_tool.py or events/prompt.py, as events/messages.py asks for it) through
@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..hotpath import _input, _log, _read_json, _read_shared, _text, state_dir
+from .hotinput import _input, _log, _read_json, _read_shared, _text, state_dir
 
 PRE_TOOL_PAGE = 50  # events/pre_tool.PAGE
 PROMPT_PAGE = 100  # events/prompt.PAGE
@@ -239,7 +239,7 @@ def nothing_new(raw: bytes, env=os.environ, *, pre_tool: bool) -> bool:
     taken_ms = int(now * 1000)
     ttl = 0
     if pre_tool:
-        from ..hotpath import fetch_ttl_ms
+        from .hotinput import fetch_ttl_ms
 
         ttl = fetch_ttl_ms(env)
         if ttl is None:

@@ -29,7 +29,8 @@ atexit.register(dump)
 {body}
 """
 HOOK = "from subconscious.cli import main\nsys.exit(main(sys.argv[2:]))"
-ALLOWED_OURS = {"subconscious", "subconscious.cli", "subconscious.hotpath", "subconscious.base", "subconscious.base.fastjson"}
+ALLOWED_OURS = {"subconscious", "subconscious.cli", "subconscious.hotpath", "subconscious.base", "subconscious.base.fastjson",
+                "subconscious.hooks", "subconscious.hooks.hotentry", "subconscious.hooks.hotinput"}
 NEVER = {"subconscious.state.store.core", "subconscious.hooks.run", "subconscious.hooks.pipeline", "subconscious.local.identity",
          "subconscious.letta.lite", "subconscious.letta.client", "httpx", "logging", "platformdirs", "dataclasses",
          "argparse", "pathlib", "socket", "urllib.request", "subconscious.local.claims"}

@@ -82,7 +82,8 @@ def test_in_ttl_pre_tool_use_runs_without_the_script_and_without_json_or_re(tmp_
     assert r.returncode == 0 and r.stdout == ""
     assert not m.script_ran()
     extra = imported(r.stderr) - baseline
-    assert extra <= {"__future__", "subconscious", "subconscious.hotpath", "subconscious.base", "subconscious.base.fastjson", "_json"}, sorted(extra)
+    assert extra <= {"__future__", "subconscious", "subconscious.hotpath", "subconscious.base", "subconscious.base.fastjson", "_json",
+                     "subconscious.hooks", "subconscious.hooks.hotentry", "subconscious.hooks.hotinput"}, sorted(extra)
     assert claims.state(m.local / "shown", sid)["fetch_ms"] == before
 
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subconscious.hooks import answer_tail
-from subconscious import hotpath
+from subconscious.hooks import hotentry as hotpath  # (the entry's cheap path lives there)
 from subconscious.local import sessions as localsession
 from subconscious.delivery import notices
 from subconscious.delivery.transcript import complete_lines
