@@ -13,13 +13,14 @@ last_error: dict | None = None
 
 
 def fail(verb: str | None, message: object, kind: str, code: int) -> int:
-    """Say what went wrong on stderr, one line (``subconscious VERB: message``, control characters removed:
-    the message may hold the server's or a file's text), keep it for ``--json``, and return ``code``.
+    """Say what went wrong on stderr, one line (``subconscious VERB: message``, control characters removed and
+    line breaks made spaces: the message may hold the server's or a file's text), keep it for ``--json``, and
+    return ``code``.
     ``kind``: config (exit 2: a setting or identifier), usage (2), server (1: Letta failed), not_found (1)."""
     global last_error
     from ..base.termtext import clean
 
-    text = clean(str(message)).strip()
+    text = " ".join(clean(str(message)).split("\n")).strip()  # one line, whatever the message quotes
     last_error = {"error": text, "kind": kind, "exit": code}
     print(f"subconscious{' ' + verb if verb else ''}: {text}", file=sys.stderr)
     return code

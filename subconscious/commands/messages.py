@@ -42,6 +42,12 @@ def run(args: argparse.Namespace) -> int:
     def work(home) -> int:
         data = messages(home, session=args.session, host=args.host, limit=args.limit)
         show(data, render, args.json)
-        return 1 if data["errors"] and not data["messages"] else 0
+        if data["errors"] and not data["messages"]:  # nothing could be read: say why, one line, as other verbs
+            from .common import fail
+
+            first = data["errors"][0]
+            return fail("messages", f"{len(data['errors'])} of {data['sessions']} conversations could not be read "
+                                    f"(session {first['session']}: {first['error']})", "server", 1)
+        return 0
 
     return run_with_home("messages", work)

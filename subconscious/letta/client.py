@@ -24,6 +24,7 @@ if "httpx" not in sys.modules:
             del sys.modules["httpx._main"]
 import httpx  # noqa: E402 - after the guard above
 
+from . import shapes
 from .config import DEFAULT_BASE_URL, LettaSettings, check_id, display_url, normalize_base_url
 from .errors import (LettaConnectionError, LettaError, LettaHTTPError, LettaNotFoundError, LettaProtocolError,
                      LettaStreamError, LettaTimeoutError, detail_of, error_for_status, redact, redirect_error)
@@ -114,6 +115,10 @@ class LettaClient:
     def _where(self) -> str:
         return display_url(self.base_url)
 
+    def _hint(self) -> str:
+        """What to check when an answer has a shape the Letta API never gives."""
+        return f"is LETTA_BASE_URL ({self._where()}) a Letta server?"
+
     def _transport_error(self, what: str, exc: Exception, timeout: httpx.Timeout) -> LettaError:
         kind = type(exc).__name__
         detail = self._redact(str(exc) or kind)
@@ -163,9 +168,10 @@ class LettaClient:
         try:
             return resp.json()
         except ValueError:
-            raise LettaProtocolError(f"{what}: the answer is not JSON",
-                                     f"is LETTA_BASE_URL ({self._where()}) a Letta server?",
+            raise LettaProtocolError(f"{what}: the answer is not JSON", self._hint(),
                                      detail=self._redact(resp.text[:200])) from None
+        except RecursionError:
+            raise shapes.too_deep(what, self._hint()) from None
 
     # ------------------------------------------------------------ calls
 
@@ -175,8 +181,9 @@ class LettaClient:
     def get_agent(self, agent_id: str, *, include_blocks: bool = True, timeout: TimeoutArg = None) -> dict:
         """The agent (AgentState dict); with include_blocks, ``blocks`` holds the memory blocks."""
         params = {"include": "agent.blocks"} if include_blocks else None
-        return self._request(f"reading agent {agent_id}", "GET", f"agents/{check_id(agent_id, 'agent id')}",
-                             params=params, timeout=timeout)
+        what = f"reading agent {agent_id}"
+        return shapes.agent(self._request(what, "GET", f"agents/{check_id(agent_id, 'agent id')}", params=params,
+                                          timeout=timeout), what, self._hint())
 
     def update_agent(self, agent_id: str, fields: Mapping, *, timeout: TimeoutArg = None) -> dict:
         return self._request(f"updating agent {agent_id}", "PATCH", f"agents/{check_id(agent_id, 'agent id')}",
@@ -212,16 +219,19 @@ class LettaClient:
         ids = body.get("agent_ids") if isinstance(body, dict) else None
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
             raise LettaProtocolError("importing the agent file: no agent id in the answer",
-                                     "is this a Letta server with agent-file import?", detail=str(body)[:200])
+                                     "is this a Letta server with agent-file import?",
+                                     detail=f"agent_ids is {shapes.kind(ids)}" if isinstance(body, dict)
+                                     else f"the answer is {shapes.kind(body)}")
         return ids
 
     def modify_block(self, agent_id: str, label: str, value: str, *, timeout: TimeoutArg = None) -> dict:
         """Set the value of the agent's memory block ``label``; returns the block."""
         from urllib.parse import quote
 
-        return self._request(f"updating block {label!r} of agent {agent_id}", "PATCH",
-                             f"agents/{check_id(agent_id, 'agent id')}/core-memory/blocks/{quote(label, safe='')}",
-                             json={"value": value}, timeout=timeout)
+        what = f"updating block {label!r} of agent {agent_id}"
+        return shapes.block(self._request(
+            what, "PATCH", f"agents/{check_id(agent_id, 'agent id')}/core-memory/blocks/{quote(label, safe='')}",
+            json={"value": value}, timeout=timeout), what, self._hint())
 
     def search_archival(self, agent_id: str, query: str, *, top_k: int | None = None,
                         timeout: TimeoutArg = None) -> list[dict]:
@@ -238,19 +248,16 @@ class LettaClient:
     def list_models(self, *, timeout: TimeoutArg = None) -> list[dict]:
         body = self._request("listing models", "GET", "models/", timeout=timeout)
         if not isinstance(body, list):
-            raise LettaProtocolError("listing models: the answer is not a list",
-                                     f"is LETTA_BASE_URL ({self._where()}) a Letta server?", detail=str(body)[:200])
+            raise LettaProtocolError("listing models: the answer is not a list", self._hint(),
+                                     detail=f"it is {shapes.kind(body)}")
         return [m for m in body if isinstance(m, dict)]
 
     def create_conversation(self, agent_id: str, *, timeout: TimeoutArg = None) -> dict:
         """A new conversation ({id: conv-…, agent_id, …}) on the agent."""
-        body = self._request(f"creating a conversation for {agent_id}", "POST", "conversations/",
-                             params={"agent_id": check_id(agent_id, "agent id")}, json={}, timeout=timeout)
-        if not isinstance(body, dict) or not isinstance(body.get("id"), str):
-            raise LettaProtocolError("creating a conversation: no id in the answer",
-                                     "is this Letta server 0.16.2 or newer (conversations API)?",
-                                     detail=str(body)[:200])
-        return body
+        what = f"creating a conversation for {agent_id}"
+        body = self._request(what, "POST", "conversations/", params={"agent_id": check_id(agent_id, "agent id")},
+                             json={}, timeout=timeout)
+        return shapes.conversation(body, what, "is this Letta server 0.16.2 or newer (conversations API)?")
 
     def list_messages(self, conversation_id: str, *, limit: int = 20, order: str = "desc",
                       before: str | None = None, after: str | None = None,
@@ -261,12 +268,10 @@ class LettaClient:
             params["before"] = check_id(before, "message id")
         if after:
             params["after"] = check_id(after, "message id")
-        body = self._request(f"listing messages of {conversation_id}", "GET",
-                             f"conversations/{check_id(conversation_id, 'conversation id')}/messages",
+        what = f"listing messages of {conversation_id}"
+        body = self._request(what, "GET", f"conversations/{check_id(conversation_id, 'conversation id')}/messages",
                              params=params, timeout=timeout)
-        if not isinstance(body, list):
-            raise LettaProtocolError("listing messages: the answer is not a list", "", detail=str(body)[:200])
-        return [m for m in body if isinstance(m, dict)]
+        return shapes.messages(body, what, self._hint())
 
     def iter_messages(self, conversation_id: str, *, after: str | None = None, page: int = 100,
                       max_pages: int = 50, timeout: TimeoutArg = None) -> Iterator[dict]:
@@ -303,10 +308,9 @@ class LettaClient:
 
     def get_run(self, run_id: str, *, timeout: TimeoutArg = None) -> dict:
         """A run ({id, status: created|running|completed|failed|cancelled, stop_reason, …})."""
-        body = self._request(f"reading run {run_id}", "GET", f"runs/{check_id(run_id, 'run id')}", timeout=timeout)
-        if not isinstance(body, dict):
-            raise LettaProtocolError("reading a run: the answer is not an object", "", detail=str(body)[:200])
-        return body
+        what = f"reading run {run_id}"
+        return shapes.run(self._request(what, "GET", f"runs/{check_id(run_id, 'run id')}", timeout=timeout), what,
+                          self._hint())
 
     def _message_body(self, messages: MessagesArg, client_tools, max_steps: int | None, streaming: bool,
                       stream_tokens: bool = False) -> dict:
@@ -407,7 +411,7 @@ class LettaClient:
                                              f"is LETTA_BASE_URL ({self._where()}) a Letta server?",
                                              detail=self._redact(resp.text[:200]))
                 for item in letta_stream(text(resp)):
-                    yield item
+                    yield shapes.message(item, what, self._hint())  # what the callers read of it, checked
                     if deadline is not None and time.monotonic() > deadline:
                         raise over()
             if guard is not None and guard.fired:  # the stream ended because the guard cut it

@@ -15,7 +15,7 @@ import socket
 import urllib.parse  # loaded with .config already
 from typing import Callable
 
-from . import wire
+from . import shapes, wire
 from .config import check_id, display_url, normalize_base_url
 from .errors import LettaConnectionError, LettaError, LettaProtocolError, LettaTimeoutError, detail_of, \
     error_for_status, redact, redirect_error
@@ -83,6 +83,8 @@ def _call(method: str, base_url: str | None, path: str, *, api_key: str | None, 
     except ValueError:
         raise LettaProtocolError(f"{what}: the answer is not JSON", f"is LETTA_BASE_URL ({where}) a Letta server?",
                                  detail=redact(body[:200].decode("utf-8", "replace"), api_key)) from None
+    except RecursionError:
+        raise shapes.too_deep(what, f"is LETTA_BASE_URL ({where}) a Letta server?") from None
 
 
 def _timed_out(what: str, timeout: float, where: str) -> LettaTimeoutError:
@@ -147,31 +149,30 @@ def _get_urllib(open_, url: str, headers: dict, timeout: float, what: str, where
 def list_messages(base_url: str | None, conversation_id: str, *, api_key: str | None = None, limit: int = 20,
                   order: str = "desc", timeout: float = 3.0, opener: Opener | None = None) -> list[dict]:
     """Messages of a conversation, newest first by default (same as LettaClient.list_messages)."""
+    what = f"listing messages of {conversation_id}"
     body = get_json(base_url, f"conversations/{check_id(conversation_id, 'conversation id')}/messages",
-                    api_key=api_key, params={"limit": int(limit), "order": order}, timeout=timeout,
-                    what=f"listing messages of {conversation_id}", opener=opener)
-    if not isinstance(body, list):
-        raise LettaProtocolError("listing messages: the answer is not a list", "", detail=str(body)[:200])
-    return [m for m in body if isinstance(m, dict)]
+                    api_key=api_key, params={"limit": int(limit), "order": order}, timeout=timeout, what=what,
+                    opener=opener)
+    return shapes.messages(body, what, _hint(base_url))
 
 
 def get_agent(base_url: str | None, agent_id: str, *, api_key: str | None = None, timeout: float = 3.0,
               opener: Opener | None = None) -> dict:
     """The agent with its memory blocks (same as LettaClient.get_agent(include_blocks=True))."""
+    what = f"reading agent {agent_id}"
     body = get_json(base_url, f"agents/{check_id(agent_id, 'agent id')}", api_key=api_key,
-                    params={"include": "agent.blocks"}, timeout=timeout, what=f"reading agent {agent_id}",
-                    opener=opener)
-    if not isinstance(body, dict):
-        raise LettaProtocolError("reading the agent: the answer is not an object", "", detail=str(body)[:200])
-    return body
+                    params={"include": "agent.blocks"}, timeout=timeout, what=what, opener=opener)
+    return shapes.agent(body, what, _hint(base_url))
 
 
 def create_conversation(base_url: str | None, agent_id: str, *, api_key: str | None = None, timeout: float = 10.0,
                         opener: Opener | None = None) -> dict:
     """A new conversation on the agent (same as LettaClient.create_conversation)."""
+    what = f"creating a conversation for {agent_id}"
     body = post_json(base_url, "conversations/", {}, api_key=api_key, params={"agent_id": check_id(agent_id, "agent id")},
-                     timeout=timeout, what=f"creating a conversation for {agent_id}", opener=opener)
-    if not isinstance(body, dict) or not isinstance(body.get("id"), str):
-        raise LettaProtocolError("creating a conversation: no id in the answer",
-                                 "is this Letta server 0.16.2 or newer (conversations API)?", detail=str(body)[:200])
-    return body
+                     timeout=timeout, what=what, opener=opener)
+    return shapes.conversation(body, what, "is this Letta server 0.16.2 or newer (conversations API)?")
+
+
+def _hint(base_url: str | None) -> str:
+    return f"is LETTA_BASE_URL ({display_url(normalize_base_url(base_url))}) a Letta server?"

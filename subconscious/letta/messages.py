@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from . import shapes
 from .errors import LettaProtocolError
 
 # stop reasons after which the turn is over without a problem (requires_approval: the caller must answer)
@@ -177,12 +178,14 @@ def fold_items(items: Iterable[dict], result: TurnResult | None = None) -> TurnR
 
 def turn_from_response(body) -> TurnResult:
     """TurnResult of a non-streaming ``LettaResponse`` ({messages, stop_reason, usage})."""
+    hint = "is LETTA_BASE_URL pointing at a Letta server?"
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        raise LettaProtocolError("Letta's reply to a message has no 'messages' list",
-                                 "is LETTA_BASE_URL pointing at a Letta server?", detail=str(body)[:200])
+        raise LettaProtocolError("Letta's reply to a message has no 'messages' list", hint,
+                                 detail=f"messages is {shapes.kind(body.get('messages'))}" if isinstance(body, dict)
+                                 else f"the answer is {shapes.kind(body)}")
     sr = body.get("stop_reason")
     stop = sr.get("stop_reason") if isinstance(sr, dict) else sr
-    msgs = [m for m in body["messages"] if isinstance(m, dict)]
+    msgs = shapes.messages(body["messages"], "reading Letta's reply to a message", hint)
     return TurnResult(messages=merge_chunks(msgs), stop_reason=stop if isinstance(stop, str) else None,
                       usage=body.get("usage") if isinstance(body.get("usage"), dict) else None)
 

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from . import shapes
 from .errors import LettaProtocolError, LettaStreamError
 
 DONE = "[DONE]"
@@ -137,16 +138,16 @@ def interpret(ev: SSEEvent) -> dict | str | None:
         return DONE
     if not data:
         return None
+    garbled = "the server or a proxy in between garbled the stream; retry later"
     try:
         obj = json.loads(data)
     except ValueError:
-        raise LettaProtocolError("Letta sent a stream event that is not JSON",
-                                 "the server or a proxy in between garbled the stream; retry later",
-                                 detail=data[:200]) from None
+        raise LettaProtocolError("Letta sent a stream event that is not JSON", garbled, detail=data[:200]) from None
+    except RecursionError:
+        raise shapes.too_deep("Letta sent a stream event", garbled) from None
     if not isinstance(obj, dict):
-        raise LettaProtocolError("Letta sent a stream event that is not a JSON object",
-                                 "the server or a proxy in between garbled the stream; retry later",
-                                 detail=data[:200])
+        raise LettaProtocolError("Letta sent a stream event that is not a JSON object", garbled,
+                                 detail=f"it is {shapes.kind(obj)}")
     if ev.event == "error" or obj.get("message_type") == "error_message" or (
             "error" in obj and "message_type" not in obj):
         raise stream_error(obj)
@@ -192,12 +193,22 @@ def letta_stream(chunks: Iterable[str]) -> Iterator[dict]:
                                  "been processed, check the conversation before resending")
 
 
+def _short(value, limit: int = 200) -> str:
+    """A field of an error event as text, at most ``limit`` characters (the event may be any JSON)."""
+    if isinstance(value, str):
+        return value[:limit]
+    try:
+        return json.dumps(value)[:limit]
+    except (RecursionError, ValueError, TypeError):
+        return type(value).__name__
+
+
 def stream_error(obj: dict) -> LettaStreamError:
     err = obj.get("error") if isinstance(obj.get("error"), dict) else obj
-    kind = err.get("error_type") or err.get("type") or "error"
-    msg = err.get("message") or json.dumps(obj)[:200]
-    if err.get("detail") and err.get("detail") != msg:
-        msg = f"{str(msg).rstrip('. ')}: {err['detail']}"
+    kind = _short(err.get("error_type") or err.get("type") or "error", 80)
+    msg = _short(err["message"], 300) if err.get("message") else _short(obj)
+    if err.get("detail") and err.get("detail") != err.get("message"):
+        msg = f"{msg.rstrip('. ')}: {_short(err['detail'], 300)}"
     status = err.get("status_code") if isinstance(err.get("status_code"), int) else None
     return LettaStreamError(f"the Letta agent run failed ({kind})",
                             "see the Letta server log; if it is the model provider, check its key and quota",
