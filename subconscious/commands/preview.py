@@ -1,6 +1,6 @@
 """``subconscious preview [--session ID] [--json]``: exactly what the next delivery of a session would send
 to Letta — the start message, then each update the backlog drains in (private text hidden, secrets
-redacted, or a budget summary instead) — built by the worker's own planning code (delivery_plan.py).
+redacted, or a budget summary instead) — built by the worker's own planning code (delivery/plan.py).
 It sends nothing and writes nothing: no request to the server, no state file touched (read-only store, no
 log file opened)."""
 

@@ -117,7 +117,7 @@ def _read_lines(path: Any) -> list[str] | None:
 def inserts(notices: Sequence[dict], lines: Sequence[str], offset: int, max_chars: int,
             private_paths: Sequence[str] = (), files=None, cwd: str | None = None, private_lines=None):
     """(transcript inserts, keys of notices that are moot, answers to leave out {digest: line index}).
-    ``files``/``cwd``: how a subagent's Read and Grep results are checked for private blocks (private_results.py);
+    ``files``/``cwd``: how a subagent's Read and Grep results are checked for private blocks (privacy/results.py);
     ``private_lines``: the project's private text (textindex.py), withheld wherever it shows."""
     from ..privacy.private import hide_private  # <private> text in an answer or a summary never leaves (private.py)
     from ..privacy.textindex import EMPTY

@@ -6,8 +6,8 @@ bookkeeping lines). :func:`parse_line` turns one line into typed entries, :func:
 turns the lines after a cursor into the ``<claude_code_session_update>`` message.
 
 This module holds the update's assembly (the cursor, ``max_chars``, inserts, answers to skip) and a
-subagent's messages. Parsing lines is in :mod:`.transcript_lines`, formatting and the update's XML in
-:mod:`.update_xml`, delivery keys and markers in :mod:`.delivery_keys`, the start message in
+subagent's messages. Parsing lines is in :mod:`.lines`, formatting and the update's XML in
+:mod:`.update_xml`, delivery keys and markers in :mod:`.keys`, the start message in
 :mod:`.start_message`; the names this module always offered are re-exported from them.
 
 The cursor
@@ -255,7 +255,7 @@ def build_update(lines: Sequence[str], cursor: int, session_id: str, *,
     blocks (:func:`~subconscious.delivery.update_xml.format_entries`); ``private_lines``: the project's private
     text (textindex.py), withheld from every message wherever it shows. The text blocks of one answer (its lines with the
     same message id, those before the cursor included) are made private-free together.
-    A cursor past the end is returned as it is (the worker checks line identity first: delivery_cursor.py).
+    A cursor past the end is returned as it is (the worker checks line identity first: cursor.py).
     """
     cursor = max(cursor, -1)
     queue = sorted(inserts, key=lambda i: i.at)

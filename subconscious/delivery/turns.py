@@ -146,7 +146,7 @@ def _never_stored(exc: BaseException) -> bool:
 
 def _turn(client, conversation_id: str, text: str, rt: Runtime, cwd: str | None):
     """The agent's whole turn, with the client-side tools of LETTA_SDK_TOOLS confined to ``cwd``, the project
-    directory recorded at SessionStart (never Claude Code's directory at a later Stop) (tools/loop.py)."""
+    directory recorded at SessionStart (never Claude Code's directory at a later Stop) (agent_tools/loop.py)."""
     from ..agent_tools.loop import run_turn
 
     return run_turn(client, conversation_id, text, mode=rt.settings.sdk_tools, cwd=cwd)

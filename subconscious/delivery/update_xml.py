@@ -131,7 +131,7 @@ def format_entries(entries: Sequence[Entry], tool_names: Mapping[str, str],
     to tool names so each result is labelled with the tool that produced it; ``tool_inputs`` maps them to
     the calls' inputs, whose paths ``private_paths`` (SUBCONSCIOUS_PRIVATE_PATHS globs) may make private.
     ``files`` reads the project's files so that the lines of a Read or Grep result inside a private block
-    of its file are taken out (:mod:`.private_results`; None: no file can be read, and a result that needs
+    of its file are taken out (:mod:`..privacy.results`; None: no file can be read, and a result that needs
     one is withheld); ``cwd``: the session's directory, where a Grep without a path searched.
     ``private_lines``: the project's private text; every line of any message holding some is withheld."""
     out: list[Message] = []

@@ -22,8 +22,8 @@ line and a digest of those lines). The cursor moves only once a turn on K comple
   before their line; the attempt records which (``attempt_inserts``), and only a completed turn on it drops
   them, so each reaches the agent once.
 
-Sending and settling a turn is in :mod:`.delivery_turns`, the transcript and the cursor in
-:mod:`.delivery_cursor`; this module is the delivery loop (and re-exports the names it always had).
+Sending and settling a turn is in :mod:`.turns`, the transcript and the cursor in
+:mod:`.cursor`; this module is the delivery loop (and re-exports the names it always had).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def deliver(rt: Runtime, session_id: str, *, lock_timeout: float = 300.0, client
     return result
 
 
-# the listing cache a hook's read goes through (state/listcache.py), refreshed once a run's writes are done
+# the listing cache a hook's read goes through (state/sessions/listcache.py), refreshed once a run's writes are done
 REFRESH_FROM = 1_000  # names: a directory this large costs a hook's read a listing worth waiting out RACY_NS for
 LISTING_PATIENCE_S = 10.0  # what a worker waits at most for the home to be quiet that long
 
@@ -198,7 +198,7 @@ def _project(rt: Runtime, local) -> dict[str, str]:
 
 def _files(local, private_lines=None) -> dict:
     """How the update checks Claude Code's Read and Grep results against their files for private blocks: a
-    reader of the session's project directory (private_results.py) and the directory Claude Code ran in; and
+    reader of the session's project directory (privacy/results.py) and the directory Claude Code ran in; and
     ``private_lines``, the project's private text (projectindex.py), when it was read."""
     from ..privacy.results import project_reader
 

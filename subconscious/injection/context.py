@@ -17,8 +17,8 @@ the escaped ``label="…"`` attribute, so an agent steered by a prompt injection
 ``system-reminder`` and have it render as Claude Code's own ``<system-reminder>``. All text from the agent
 or the user is XML-escaped (attributes too), so nothing it writes can close our tags or open new ones.
 
-The agent's messages and the watermark are in :mod:`.context_messages`, memory blocks and their diffs in
-:mod:`.context_blocks`, escaping and the tag names in :mod:`.context_escape`; this module fits an injection
+The agent's messages and the watermark are in :mod:`.messages`, memory blocks and their diffs in
+:mod:`.blocks`, escaping and the tag names in :mod:`.escape`; this module fits an injection
 into Claude Code's 10,000-character limit and builds each hook's output, and re-exports the names it always
 had.
 """

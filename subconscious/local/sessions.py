@@ -28,7 +28,7 @@ class LocalSession:
     last_fetch_ms: int = 0
     transcript_path: str | None = None
     cwd: str | None = None  # Claude Code's current directory at the last hook (informational)
-    project_root: str | None = None  # the directory the agent's tools see, fixed at SessionStart (tools/confine.py)
+    project_root: str | None = None  # the directory the agent's tools see, fixed at SessionStart (agent_tools/confine.py)
     home: str | None = None  # the session's LETTA_HOME (absolute), fixed at SessionStart: every hook and the worker use it
     start_for: str | None = None  # the conversation a start message was queued for (never queued twice)
     pending_start: str | None = None  # the session-start message, until delivered

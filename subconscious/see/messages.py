@@ -2,7 +2,7 @@
 was shown it yet.
 
 "Shown" is the session's watermark in the shared state (``lastSeenMessageId``): the hooks move it over a
-note only once they have printed it into Claude Code's context (events/messages.py), so a note at or
+note only once they have printed it into Claude Code's context (hooks/events/messages.py), so a note at or
 before the watermark (in the server's order) was shown, a note after it not yet.
 """
 

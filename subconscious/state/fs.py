@@ -19,7 +19,7 @@ The primitives are the ones whose atomicity the store's correctness argument use
 - :meth:`unlink`, :meth:`rename`, :meth:`listdir`, :meth:`makedirs`, :meth:`mtime`;
 - :meth:`lock` — the machine-local per-host lock (serialises the processes of one host, never hosts);
 - :meth:`wait_gone` — a short wait for a name to go away (a view's lease, :mod:`.viewlock`);
-  :meth:`wait_changed` — one for a torn view to be written on (:mod:`.writing`).
+  :meth:`wait_changed` — one for a torn view to be written on (:mod:`.store.writing`).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class FS:
 
     def wait_changed(self, path: Path, seconds: float) -> None:
         """Wait up to ``seconds`` for ``path`` to be written (an in-place writer finishing a torn view: see
-        :mod:`.writing`); returns early or late, the caller looks again."""
+        :mod:`.store.writing`); returns early or late, the caller looks again."""
         import time
 
         time.sleep(seconds)

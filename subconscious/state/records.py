@@ -82,7 +82,7 @@ class Conversation:
 class Tombstone:
     """A deleted mapping; kept so a stale copy cannot bring the entry back. A tombstone gc wrote holds the
     retirement record (``"retired": {"conversationId", "agentId", "cursor"}``, in ``extra``): a session that
-    comes back later goes on in its conversation from its cursor (events/session_start.py)."""
+    comes back later goes on in its conversation from its cursor (hooks/events/session_start.py)."""
 
     stamp: Stamp
     host: str

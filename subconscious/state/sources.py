@@ -17,7 +17,7 @@ kind           what                                                         a ba
 =============  ===========================================================  =================
 
 Views and displaced versions are where upstream writes: a version there that is not what we wrote is
-upstream's newer write (see :mod:`.plan`). Copies are folded into ``backups/`` once merged; displaced
+upstream's newer write (see :mod:`.store.plan`). Copies are folded into ``backups/`` once merged; displaced
 versions are removed once merged and old enough.
 """
 
@@ -107,7 +107,7 @@ class Reader:
 
     def read(self, source: Source, quick: Callable[[bytes], Any] | None = None) -> Read:
         """``quick``: a cheaper reading of the bytes that stands for the file's value where it can tell
-        (see :mod:`.viewlines`), None where it cannot (the file is then parsed as any other)."""
+        (see :mod:`.conflicts.viewlines`), None where it cannot (the file is then parsed as any other)."""
         out = Read(source)
         got = self.fs.read(source.path)
         path = source.path

@@ -207,7 +207,7 @@ def make_plan(store: Store, local_root: Path, *, age_ms: int, now_ms: int | None
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     floor, sessions = session_facts(store, problems)
     snap = store.read() if snap is None else snap
-    # an entry nobody stamped yet (upstream's legacy entry), or stamped only as adopted (state/plan.py's
+    # an entry nobody stamped yet (upstream's legacy entry), or stamped only as adopted (state/store/plan.py's
     # legacy_adopted: older than every write), has no known age: it is retired once it is written again
     entries = {k: r.stamp for k, r in snap.live.items() if not r.legacy and not is_legacy_adoption(r.stamp)}
     return plan_gc(now_ms=now_ms, age_ms=age_ms, old_floor=floor, sessions=sessions, entries=entries,

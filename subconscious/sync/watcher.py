@@ -21,7 +21,7 @@ or a view changed (size, mtime or inode), the views it feeds are rewritten throu
 (``refresh``, ``fold_session``), which writes nothing when the bytes would not change: its own writes
 wake it once more and find nothing to do.
 
-After each change it also keeps this machine's listing cache of the home fresh (state/listcache.py): once
+After each change it also keeps this machine's listing cache of the home fresh (state/sessions/listcache.py): once
 a changed directory has been quiet for ``RACY_NS`` it is listed again, so that the next hook's read of a
 session lists nothing, however many session files the home holds.
 """
@@ -284,7 +284,7 @@ class Watcher:
         return done
 
     def refresh_listings(self) -> None:
-        """Keep this machine's listing cache of the home fresh (state/listcache.py), so that a hook's read
+        """Keep this machine's listing cache of the home fresh (state/sessions/listcache.py), so that a hook's read
         after a change lists no directory: each changed directory is listed again once it has been quiet for
         RACY_NS (the loop wakes for it then), the rule a hook's own listing is trusted by."""
         try:

@@ -3,11 +3,11 @@
 
 Each host writes only its own version (under its host lock); a reader merges the view, every host's
 version, their conflict copies and displaced versions. The view is published like the conversations
-view (:mod:`.publish`), so what upstream writes there is merged, never overwritten unread: its
+view (:mod:`..publish`), so what upstream writes there is merged, never overwritten unread: its
 version counts as newer than the one it replaced (see :func:`session_view_version`).
 
-:class:`SessionFiles` is composed of :mod:`.session_reading` (listing, reading and merging versions),
-:mod:`.session_writing` (updates, touch, merge-in, fold) and :mod:`.session_retirement` (the session floor,
+:class:`SessionFiles` is composed of :mod:`.reading` (listing, reading and merging versions),
+:mod:`.writing` (updates, touch, merge-in, fold) and :mod:`.retirement` (the session floor,
 removing retired files); the names this module always offered are re-exported from them.
 """
 

@@ -255,7 +255,7 @@ class SessionReading:
                 cache.save()
 
     def _session_cache(self, floor: Stamp):
-        """The machine-local cache of a read-only bulk read (:mod:`.sessioncache`), or None: a store that
+        """The machine-local cache of a read-only bulk read (:mod:`.cache`), or None: a store that
         writes, a preview, or a file system that cannot tell a file's identity read every file."""
         store = self.store
         if not (store.read_only and store.keep_caches and getattr(self.fs, "FILE_TOKENS", False)):
@@ -328,7 +328,7 @@ class SessionReading:
         """The sources of session file ``name`` the listings name, as ``(host or None, file name, kind,
         copy)`` (None: in the home): the view, its displaced versions and copies, then with ``listings``
         each host's version, displaced versions and copies. One rule for what a read reads and what the
-        bulk read's cache (:mod:`.sessioncache`) checks is unchanged."""
+        bulk read's cache (:mod:`.cache`) checks is unchanged."""
         plan = [(None, name, "view", None)]
         plan += [(None, n, "displaced", None) for n in _displaced(names, name)]
         plan += [(None, c.name, "weak-copy" if c.weak or c.ambiguous else "copy", c) for c in _copies(names, name)]
@@ -428,7 +428,7 @@ class SessionReading:
                  "future": any(p.kind == "future-stamp" for _, read, _ in (*view_reads, *host_reads)
                                for p in read.problems)}
         if floor != ZERO:
-            # below the floor a version is retired, wherever it comes from (see state/retention.py)
+            # below the floor a version is retired, wherever it comes from (see state/store/retention.py)
             def alive(found):
                 out = []
                 for source, read, parsed in found:

@@ -1,7 +1,7 @@
 """The session floor and the removal of retired session files. A mixin of :class:`~.sessions.SessionFiles`.
 
 Each host keeps the session floor it has seen in ``hosts/<host>/floor.json``; the floor in force is the
-largest any host's file holds, and it only rises (see state/retention.py). A session whose every version is
+largest any host's file holds, and it only rises (see state/store/retention.py). A session whose every version is
 below it is retired: :meth:`SessionRetirement.remove_retired` moves its files out, never losing a version
 written meanwhile.
 """
@@ -21,7 +21,7 @@ from .reading import HOSTS, MAX_REDO, session_file_name
 from ..sources import Read, Source
 from ..textforms import dumps_canonical
 
-FLOOR_FILE = "floor.json"  # hosts/<host>/floor.json: the session floor this host has seen (see state/retention.py)
+FLOOR_FILE = "floor.json"  # hosts/<host>/floor.json: the session floor this host has seen (see state/store/retention.py)
 FLOOR_FORMAT = 1
 _FLOOR_RE = re.compile(rb'\{\n  "format": 1,\n  "host": "([A-Za-z0-9_.-]{1,128})",\n  "sessionFloor": "([0-9]{1,16}):([0-9]{1,9})"\n\}\n')
 
@@ -38,7 +38,7 @@ class SessionRetirement:
         """Each host's floor file: (host, what was read, its floor). A floor beyond this machine's clock +
         FOLLOW_MS is no floor (ZERO, reported in the read's problems): one file must not retire every session,
         here or anywhere it would be adopted. gc sets a floor at most at its reference (its clock, or the
-        newest write of the other machines, whichever is earlier: state/retention.py), and a correct clock
+        newest write of the other machines, whichever is earlier: state/store/retention.py), and a correct clock
         is at most FOLLOW_MS ahead of the stamps it follows, so no gc sets one further ahead; the 24 h read
         bound would let a floor 23 h ahead hide every session (red team, issue 24)."""
         now = self.store.now()

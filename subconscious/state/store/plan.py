@@ -1,6 +1,6 @@
 """Pure: what the sources say, and what a write must put where.
 
-The store reads every source (:mod:`.sources`), hands the parsed maps to these functions and applies
+The store reads every source (:mod:`..sources`), hands the parsed maps to these functions and applies
 the result. Nothing here touches a file, so every rule is property-tested on its own:
 
 - :func:`view_versions` — a version in a view (``conversations.json``, where upstream writes) that is

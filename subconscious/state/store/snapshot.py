@@ -1,4 +1,4 @@
-"""What a read of the state store yields, and the names of the home's layout (see :mod:`.store`).
+"""What a read of the state store yields, and the names of the home's layout (see :mod:`.core`).
 
 :class:`Snapshot` is everything the directory says, merged; :class:`ShardInfo` what one host's shard says
 about itself; ``_Read`` one read of every source, which a write plans from. :class:`StoreError` is the

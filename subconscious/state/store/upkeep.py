@@ -120,7 +120,7 @@ class Upkeep:
 
     def sweep_temp(self, max_age_s: float = 600.0) -> list[Path]:
         """Delete our atomic-write temp files older than ``max_age_s`` (orphans of killed writers).
-        Displaced versions are sources, not orphans: they go only once merged (see :mod:`.publish`)."""
+        Displaced versions are sources, not orphans: they go only once merged (see :mod:`..publish`)."""
         removed = []
         horizon = self.fs.now() - max_age_s
         dirs = [self.home, self.home / HOSTS]

@@ -94,7 +94,7 @@ class Writing:
 
     def _view_lock(self, path: Path):
         """This host's turn at the shared view ``path`` among the hosts of its directory (see
-        :mod:`.viewlock`): held from the read to the publish, so no other host's acknowledged write can
+        :mod:`..viewlock`): held from the read to the publish, so no other host's acknowledged write can
         vanish from the view behind a publish based on an older read."""
         return self._leased(path)
 
