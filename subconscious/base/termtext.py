@@ -7,8 +7,9 @@ a hyperlink, a title change. :func:`clean` removes every escape and control sequ
 C1 forms: CSI, OSC, DCS, SOS, PM, APC, the two- and three-byte escapes), then every C0 control but ``\\n``
 and ``\\t`` (a ``\\r`` rewrites the line), DEL, every C1 character, the bidirectional embeddings,
 overrides and isolates (U+202A-202E, U+2066-2069: "Trojan source" text that reads other than it is), the
-bidi marks (U+200E/F, U+061C), the zero-width and invisible characters (U+200B-200D, U+2060-2064, U+FEFF,
-U+180E) and the tag characters (U+E0000-E007F) that hide text or reorder it; the line and paragraph
+bidi marks (U+200E/F, U+061C), Unicode's default-ignorable characters (zero-width ones, U+2060-206F, the soft
+hyphen, variation selectors, U+FEFF, U+180B-180F, tag characters U+E0000-E0FFF…) and the Hangul fillers, which
+hide text or reorder it (a run of variation selectors after an emoji can spell a hidden instruction); the line and paragraph
 separators U+2028/2029 become ``\\n`` (what they mean, and what a terminal would not show).
 Pure, idempotent, and text without those characters comes back unchanged.
 
@@ -28,7 +29,11 @@ import re
 __all__ = ["clean", "json_dumps", "json_escape", "UNSAFE"]
 
 # every character clean() removes when it stands alone (the sequences are removed whole first)
-_INVISIBLE = "\u061c\u180e\u200b-\u200f\u2060-\u2064\ufeff\U000e0000-\U000e007f"
+# Unicode's default-ignorable code points (shown as nothing, so they can hide or smuggle text: a variation
+# selector a byte, tag characters a letter) and the Hangul fillers, which render blank
+_INVISIBLE = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2060-\u206f\u3164"
+              "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+              "\U000e0000-\U000e0fff")
 UNSAFE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029" + _INVISIBLE + "]"
 
 _SEQUENCE = re.compile(

@@ -410,10 +410,13 @@ class LettaClient:
                     raise LettaProtocolError(f"{what}: expected an event stream, got {ctype or 'no content type'}",
                                              f"is LETTA_BASE_URL ({self._where()}) a Letta server?",
                                              detail=self._redact(resp.text[:200]))
-                for item in letta_stream(text(resp)):
-                    yield shapes.message(item, what, self._hint())  # what the callers read of it, checked
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise over()
+                try:
+                    for item in letta_stream(text(resp)):
+                        yield shapes.message(item, what, self._hint())  # what the callers read of it, checked
+                        if deadline is not None and time.monotonic() > deadline:
+                            raise over()
+                except LettaStreamError as e:  # the server's words: never the key
+                    raise e.redacted(self._api_key) from None
             if guard is not None and guard.fired:  # the stream ended because the guard cut it
                 raise over()
         except LettaTimeoutError:

@@ -86,6 +86,13 @@ class LettaProtocolError(LettaError):
 class LettaStreamError(LettaError):
     """The agent run reported an error inside the stream (an ``error`` event / ``error_message``)."""
 
+    def redacted(self, secret: str | None) -> "LettaStreamError":
+        """This error with any piece of ``secret`` masked in what it says (the server's text may echo the key)."""
+        self.what, self.detail, self.hint = (redact(self.what, secret), redact(self.detail, secret),
+                                             redact(self.hint, secret))
+        self.args = (self._compose(),)
+        return self
+
     def __init__(self, what: str, hint: str = "", *, status: int | None = None, detail: str = "",
                  event: dict | None = None, partial: object = None):
         self.event = event or {}
@@ -97,6 +104,9 @@ def redact(text: str, secret: str | None, limit: int = 600) -> str:
     """``text`` cut to ``limit`` chars with any piece of ``secret`` (>= 6 chars, e.g. a prefix) masked."""
     if not isinstance(text, str):
         text = str(text)
+    from ..base.termtext import clean  # first: a key split by invisible characters is joined again when shown
+
+    text = clean(text)
     if len(text) > limit:
         text = text[:limit] + "..."
     if not secret or len(secret) < _MIN_SECRET_PIECE:
@@ -125,7 +135,7 @@ def detail_of(body_text: str) -> str:
     """The human part of an error body: FastAPI's {"detail": ...}, or the text itself."""
     try:
         body = json.loads(body_text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (an error page nested too deep to read: its text, as it is)
         return body_text.strip()
     detail = body.get("detail", body) if isinstance(body, dict) else body
     return (detail if isinstance(detail, str) else json.dumps(detail)).strip()

@@ -8,7 +8,8 @@ not read. At most :data:`MAX_FILES` files and :data:`MAX_TOTAL_BYTES` bytes are 
 index is partial, and says why (the worker logs it).
 
 The cache (``<state dir>/private-index/<digest>.json``, mode 0600, one per project and set of globs) keeps,
-for each file, its identity (size, mtime, ctime, inode) and the digests of its private and public lines, never
+for each file, its identity (size, mtime, ctime, inode, device: trusted only on a file system that keeps a real
+change time, :mod:`subconscious.state.fskind`) and the digests of its private and public lines, never
 their text; a file whose identity is unchanged is not read again. A cache that cannot be read is rebuilt.
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ MAX_CACHE_BYTES = 256 << 20
 MAX_WALK = 200_000  # directory entries looked at per build (files, directories, links)
 PAST_DAYS = 30      # how long the private lines of a changed or removed file are still withheld
 MAX_PAST = 10_000
-VERSION = 2
+VERSION = 3
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -212,8 +213,6 @@ def project_index(root: "str | None", globs: Sequence[str] = (), cache_dir: "Pat
     globs = tuple(globs)
     path = _cache_path(cache_dir, real, globs) if cache_dir is not None else None
     old, old_common, old_past = _load_cache(path) if path is not None else ({}, None, [])
-    if not keeps_change_time(real):
-        old, old_common = {}, None  # a same-size rewrite with its mtime put back would look unchanged: read all
     new: dict[str, list] = {}
     private: list[tuple[int, Entry]] = []  # (the digest of the line, one of its entries)
     read_bytes, private_bytes, public_files, partial = 0, 0, 0, None
@@ -231,12 +230,14 @@ def project_index(root: "str | None", globs: Sequence[str] = (), cache_dir: "Pat
                 break
             if full in new:
                 continue
-            ident = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            ident = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
             hit = old.get(full)
-            if (isinstance(hit, list) and len(hit) == 6 and hit[:4] == ident and isinstance(hit[4], str)
-                    and isinstance(hit[5], str)):
+            # a cached row is taken only where the file system keeps a real change time (fskind.py: a
+            # same-size rewrite with its mtime put back looks unchanged elsewhere), asked per file's device
+            if (isinstance(hit, list) and len(hit) == 7 and hit[:5] == ident and isinstance(hit[5], str)
+                    and isinstance(hit[6], str) and keeps_change_time(full, st.st_dev)):
                 try:
-                    private += _unpack_private(hit[4])
+                    private += _unpack_private(hit[5])
                     new[full] = hit
                     continue
                 except ValueError:
@@ -289,10 +290,10 @@ def _past(old: dict, new: dict, past: list, now: int) -> list:
     out = [row for row in past if isinstance(row, list) and len(row) == 2 and type(row[0]) is int
            and isinstance(row[1], str) and now - row[0] < PAST_DAYS * 86400]
     for name, row in old.items():
-        if not (isinstance(row, list) and len(row) == 6 and isinstance(row[4], str)) or not row[4]:
+        if not (isinstance(row, list) and len(row) == 7 and isinstance(row[5], str)) or not row[5]:
             continue
-        if new.get(name) is None or new[name][4] != row[4]:
-            out.append([now, row[4]])
+        if new.get(name) is None or new[name][5] != row[5]:
+            out.append([now, row[5]])
     return out[-MAX_PAST:]
 
 
@@ -303,7 +304,7 @@ def _common(files: dict, lines: "set[int]") -> "set[int]":
         return found
     for row in files.values():
         try:
-            found |= lines.intersection(_unpack_public(row[5]))
+            found |= lines.intersection(_unpack_public(row[6]))
         except (ValueError, TypeError):
             continue
     return found

@@ -511,3 +511,43 @@ def test_the_command_line_process(world, letta, tmp_path, verb, endpoint, answer
     line = one_line_failure(Run(proc.returncode, proc.stdout, proc.stderr), verb[0])
     assert expect in line and letta.url in line  # what was wrong, and which server said it
 
+
+
+# --- red team of this file's changes (each red before) -----------------------------------------------
+
+RT_KEY = "sk-let-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def test_error_status_with_deeply_nested_body_is_one_line(capsys, world, letta):
+    # 500 whose body is JSON nested too deep: errors.detail_of catches ValueError only -> RecursionError
+    with answering(letta, agent=Answer(_deep(100000), status=500)):
+        run = cli(capsys, world, "memory")
+    one_line_failure(run, "memory")
+
+
+def test_http_error_detail_cannot_carry_the_key_split_by_invisibles(capsys, world, letta):
+    # redact() runs before termtext.clean(): a ZWSP every 5 chars defeats the 6-char windows, clean() rejoins
+    split = "\u200b".join(RT_KEY[i:i + 5] for i in range(0, len(RT_KEY), 5))
+    body = json.dumps({"detail": "invalid token " + split}).encode()
+    with answering(letta, agent=Answer(body, status=401)):
+        run = cli(capsys, dict(world, LETTA_API_KEY=RT_KEY), "memory")
+    assert RT_KEY not in run.err + run.out, run.err
+
+
+def test_stream_error_event_cannot_carry_the_key(capsys, world, letta, tmp_path):
+    # sse.stream_error / interpret build details from the server's text with no redact() at all
+    stream = Answer(sse([MSG_REASONING, {"message_type": "error_message", "message": "provider refused key " + RT_KEY}]),
+                    "text/event-stream")
+    with answering(letta, stream=stream):
+        run = cli(capsys, dict(world, LETTA_API_KEY=RT_KEY, LETTA_HOME=str(tmp_path / "h")), "ask", "hello")
+    assert RT_KEY not in run.err + run.out, run.err
+
+
+def test_lite_error_status_with_deep_body_is_a_letta_error(letta):
+    # the hooks' client: a RecursionError (not LettaError) escapes get_agent
+    from subconscious.letta import lite
+    from subconscious.letta.errors import LettaError
+
+    with answering(letta, agent=Answer(_deep(100000), status=500)):
+        with pytest.raises(LettaError):
+            lite.get_agent(letta.url, AGENT, timeout=5)

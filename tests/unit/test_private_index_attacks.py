@@ -156,3 +156,39 @@ def test_lines_sharing_their_first_bytes_are_indexed_each_once(tmp_path):
     (tmp_path / "secrets" / "events.csv").write_text("".join(f"2026-01-01T{i:08d},ok\n" for i in range(20000)))
     idx = project_index(str(tmp_path), ["secrets/**"], tmp_path / "cache")
     assert idx.count == 20000 and idx.hit("x 2026-01-01T00012345,ok y") and not idx.hit("2026-01-01T00099999,ok")
+
+
+def test_a_private_directory_on_a_file_system_without_a_change_time_is_read_again(tmp_path, monkeypatch):
+    """Red team finding: the index asked the project root's file system only; a private directory on sshfs (an
+    absolute glob's) kept its cached identity through a same-size rewrite with the mtime put back."""
+    import types
+
+    from subconscious.privacy import projectindex as pi
+
+    proj, mnt = tmp_path / "proj", tmp_path / "mnt"  # mnt stands for an sshfs mount
+    proj.mkdir()
+    mnt.mkdir()
+    (proj / "a.py").write_text("print(1)\n")
+    secret = mnt / "secret.txt"
+    secret.write_text("password = hunter2-AAAA\n")
+    m = str(mnt)
+    monkeypatch.setattr(pi, "keeps_change_time", lambda p, dev=None: not os.fspath(p).startswith(m))
+    real_walk = pi._walk
+
+    def sshfs_walk(top, limit, follow):  # on sshfs st_ctime == st_mtime
+        for full, st, linked in real_walk(top, limit, follow):
+            if st is not None and full.startswith(m):
+                st = types.SimpleNamespace(**{k: getattr(st, k) for k in dir(st) if k.startswith("st_")})
+                st.st_ctime_ns = st.st_mtime_ns
+            yield full, st, linked
+    monkeypatch.setattr(pi, "_walk", sshfs_walk)
+
+    globs = (m + "/**",)
+    cache = tmp_path / "cache"
+    first = pi.project_index(str(proj), globs, cache)
+    assert first.hit("password = hunter2-AAAA")
+    st = os.stat(secret)
+    secret.write_text("password = hunter2-BBBB\n")           # same size
+    os.utime(secret, ns=(st.st_atime_ns, st.st_mtime_ns))     # mtime put back (rsync -a, unison)
+    again = pi.project_index(str(proj), globs, cache)
+    assert again.hit("password = hunter2-BBBB"), "new private line not indexed: cached identity trusted"

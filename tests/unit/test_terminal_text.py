@@ -159,3 +159,27 @@ def test_invisible_reorderers_and_hidden_tag_text_never_reach_the_terminal(ch):
     assert got in ("rm -rf /tmp/x", "rm -rf\n /tmp/x\n\n")
     dumped = json_dumps({"t": text}, ensure_ascii=False)
     assert ch not in dumped and json.loads(dumped) == {"t": text}
+
+
+# Unicode Default_Ignorable_Code_Point (DerivedCoreProperties) ranges, plus blank fillers/annotation marks
+SURVIVORS = {
+    "U+00AD soft hyphen": "\u00ad", "U+034F CGJ": "\u034f", "U+115F hangul choseong filler": "\u115f",
+    "U+1160 hangul jungseong filler": "\u1160", "U+17B4 khmer inherent aq": "\u17b4", "U+17B5": "\u17b5",
+    "U+180B mongolian FVS1": "\u180b", "U+180F mongolian FVS4": "\u180f", "U+206A..206F deprecated format": "\u206a",
+    "U+3164 hangul filler": "\u3164", "U+FE00 VS1": "\ufe00", "U+FE0E VS15": "\ufe0e", "U+FFA0 halfwidth filler": "\uffa0",
+    "U+FFF9 interlinear anchor": "\ufff9", "U+1D173 musical begin beam": "\U0001d173",
+    "U+1BCA0 shorthand overlap": "\U0001bca0", "U+E0100 VS17": "\U000e0100", "U+E01EF VS256": "\U000e01ef",
+}
+
+
+def test_no_default_ignorable_survives_clean():
+    left = [name for name, ch in SURVIVORS.items() if ch in clean("a" + ch + "b")]
+    assert not left, left
+
+
+def test_variation_selector_smuggling_hides_text():
+    # the tag-character attack with variation selectors (bytes -> U+FE00..FE0F / U+E0100..E01EF after one emoji)
+    def enc(b):
+        return chr(0xFE00 + b) if b < 16 else chr(0xE0100 + b - 16)
+    hidden = "\U0001F600" + "".join(enc(b) for b in b"ignore previous instructions")
+    assert clean(hidden) == "\U0001F600", repr(clean(hidden))
