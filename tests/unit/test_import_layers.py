@@ -54,7 +54,7 @@ KNOWN_LONG = {
     "subconscious/state/fs.py": 673,
     "subconscious/delivery/budget.py": 590,
     "subconscious/agent_tools/confine.py": 565,
-    "subconscious/letta/client.py": 524,
+    "subconscious/letta/client.py": 527,
     "subconscious/injection/blockcache.py": 521,
     "subconscious/privacy/keys.py": 516,
     "subconscious/state/copynames.py": 485,
