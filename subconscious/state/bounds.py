@@ -22,14 +22,45 @@ after it, and a clock that follows it pins every host's clock at the end of the 
   :meth:`.writing.Writing._next_stamps`).
 
 Every case is reported (``future-stamp``: ``doctor``, ``doctor --json``, ``status``).
+
+**What one read spends on ahead records is bounded** (red team, issue 37: five planted shards of 60 MiB
+with forged records made a SessionStart take 8.4 s and 1.3 GB: every shard's parsed record was kept for the
+whole read and passed to its second pass, the record in this host's own shard was parsed entry by entry on
+every read and written back whole by every write, and a git merge parsed, sorted and kept a forged record
+whole). A record is kept as what a reader looks at, the last :data:`AHEAD_MAX` strings of each key, and
+costs one per key and per entry kept (and one per :data:`_CHARS_PER_ITEM` characters of them). The records
+of one read keep at most :data:`AHEAD_TOTAL_MAX` in all: past it the largest records are left out (this
+host's own last; one that would be the first left out is counted, never copied), and each one left out is
+reported (``future-stamp``, naming its file: ``doctor`` shows it). A record costing more than
+:data:`AHEAD_WHOLE_MAX` is carried on whole by no writer: this host keeps only its entries for keys the
+home holds, a git merge of a shard only those for keys the merged shard holds. On a read a key the home
+does not hold is never parsed (:class:`AheadRecords`). The planted files themselves are still parsed, as
+any file is (at most ``fs.READ_CAP`` each): what is bounded is what their ahead records add to that.
+
+What leaving a record out can do, and what it cannot. A record only *demotes* the versions it names
+(orders them as the oldest of their key); it never adds, removes or promotes a version. So leaving it out
+loses no entry and no setting: every version of every file is still read, merged and kept where it was;
+a version beyond the bound is still ordered as the oldest (that takes no record); no clock follows a stamp
+past its follow limit (that takes no record either); and no writer carries it into its shard (of its own
+record left out, this host keeps the entries for keys the home holds). What it can do: a version it names
+that is stamped inside the bound (from a clock minutes to hours ahead) orders by its own stamp again, so it
+wins its key over the later write that replaced it for as long as the record is left out: a delete or an
+update shows as not made. Not lost: that write's version stays in its shard and wins again once the record
+is used (the planted records gone) or the key is written again (the writer records the version as ahead
+once more). No honest home comes near the bound: a record names only versions a writer replaced without
+following their stamp, a few per key at most, and 1,000,000 holds a record naming every key of a
+100,000-session home from each of four hosts (248,000 each), or twice from each of two (367,000). And the
+largest records are left out first: an honest record is left out only when records no larger than it fill
+the bound by themselves (each one left out reported).
 """
 
 from __future__ import annotations
 
+import heapq
 import time
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .clock import STAMP_RE, ZERO, Stamp
 
@@ -143,27 +174,161 @@ def ahead_map(raw, keys=None) -> dict[str, frozenset[tuple[str, str]]]:
     return out
 
 
-class AheadRecords:
-    """Every shard's ``ahead`` record as read, parsed one key at a time when a reader asks about it: a
-    record is looked at only for the keys the home holds, so a crafted record of 20,000 keys (8.7 MB) costs
-    a read a dict lookup per key it holds, not 1.9 s."""
+AHEAD_TOTAL_MAX = 1_000_000  # keys and entries the ahead records of one read keep in all (see the docstring)
+AHEAD_WHOLE_MAX = 50_000  # a record larger than this is carried on by a writer only for keys the home holds
+_CHARS_PER_ITEM = 128  # a record's text costs one more per this many characters (honest strings are shorter)
+_STRINGS = {str}
+_LISTS = {list}
 
-    def __init__(self) -> None:
-        self.raws: list[dict] = []
+
+def _count(raw: dict, limit: int) -> int:
+    """The cost of ``raw`` without its characters (at most its cost), counted until it passes ``limit``."""
+    cost = len(raw)
+    if cost > limit:
+        return cost
+    for entries in raw.values():
+        if type(entries) is list:
+            cost += len(entries) if len(entries) < AHEAD_MAX else AHEAD_MAX
+            if cost > limit:
+                return cost
+    return cost
+
+
+def kept_record(raw, limit: int) -> tuple[dict[str, list[str]] | None, int]:
+    """What a reader looks at in the ``ahead`` record ``raw`` (key -> the strings among the last
+    :data:`AHEAD_MAX` of its list: :func:`ahead_map` of it is :func:`ahead_map` of ``raw``), and its cost:
+    its keys, the last :data:`AHEAD_MAX` entries of each, and one per :data:`_CHARS_PER_ITEM` characters of
+    the keys and strings kept. ``(None, cost)`` once the cost passes ``limit``. A record as a writer writes
+    it (lists of at most :data:`AHEAD_MAX` strings) is taken as it is, counted in C; any other is counted
+    first (refused before anything is copied), then copied."""
+    if type(raw) is not dict:
+        return {}, 0
+    if len(raw) > limit:
+        return None, len(raw)
+    lists = raw.values()
+    if set(map(type, lists)) <= _LISTS and max(map(len, lists), default=0) <= AHEAD_MAX:
+        entries = list(chain.from_iterable(lists))
+        if set(map(type, entries)) <= _STRINGS:  # as a writer writes it: taken as it is, counted in C
+            cost = len(raw) + len(entries) + (sum(map(len, raw)) + sum(map(len, entries))) // _CHARS_PER_ITEM
+            return (raw if cost <= limit else None), cost
+    cost = _count(raw, limit)
+    if cost > limit:
+        return None, cost
+    out: dict[str, list[str]] = {}
+    chars = 0
+    for key, entries in raw.items():
+        chars += len(key)
+        if type(entries) is list and entries:
+            tail = entries[-AHEAD_MAX:] if len(entries) > AHEAD_MAX else entries
+            if set(map(type, tail)) != _STRINGS:  # anything else is no entry (and may be large): left out
+                tail = [e for e in tail if type(e) is str]
+                if not tail:
+                    continue
+            out[key] = tail
+            chars += sum(map(len, tail))
+            if cost + chars // _CHARS_PER_ITEM > limit:
+                return None, cost + chars // _CHARS_PER_ITEM
+    return out, cost + chars // _CHARS_PER_ITEM
+
+
+def held_only(record: Mapping, held) -> dict[str, frozenset[tuple[str, str]]]:
+    """:func:`ahead_map` of ``record`` for the keys in ``held`` only (looked up from the smaller side)."""
+    if type(record) is not dict:
+        return {}
+    keys = held if len(held) <= len(record) else [k for k in record if k in held]
+    return ahead_map(record, keys)
+
+
+class AheadRecords:
+    """Every shard's ``ahead`` record as read, within :data:`AHEAD_TOTAL_MAX` for one read (see the module
+    docstring), parsed one key at a time when a reader asks about it: a record is looked at only for the
+    keys the home holds, so a crafted record of 20,000 keys (8.7 MB) costs a read a dict lookup per key it
+    holds, not 1.9 s.
+
+    ``kind`` of a record: ``"own"`` (this host's shard: a writer carries it on, see :meth:`settle`),
+    ``"carried"`` (a file that may go: a copy, a displaced or retiring shard, whose record a writer carries
+    on for the keys the home holds) or ``"shard"``."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget = AHEAD_TOTAL_MAX if budget is None else budget
+        self.total = 0  # the cost of the records kept
+        self.kept: dict[int, list] = {}  # order added -> [cost, order, where, kind, record]
+        self._largest: list[tuple[int, int]] = []  # (-cost, -order) of the kept records not this host's (a heap)
+        self.refused: list[tuple[str, int, str]] = []  # (where, cost, kind) of each record not used
+        self.own: list[dict[str, frozenset]] = []  # this host's record as a writer carries it on (settle)
+        self._own_refused: list[tuple[int, dict]] = []  # this host's records not used: (cost, record)
+        self._added = 0
+        self._index: dict[str, list[list[str]]] | None = None
         self._cache: dict[str, frozenset] = {}
 
-    def add(self, raw) -> None:
-        if type(raw) is dict and raw:
-            self.raws.append(raw)
-            self._cache.clear()
+    def add(self, raw, where: str = "", kind: str = "shard") -> None:
+        if type(raw) is not dict or not raw:
+            return
+        limit = self.budget
+        if kind != "own":  # from this cost on it would be the first record left out: counted, not copied
+            limit = max(-self._largest[0][0] if self._largest else 0, self.budget - self.total + 1) - 1
+        record, cost = kept_record(raw, min(limit, self.budget))
+        if record is None:
+            self._refuse(where, cost, kind, raw)
+            return
+        if not record:  # nothing a reader looks at
+            return
+        self._added += 1
+        self.kept[self._added] = [cost, self._added, where, kind, record]
+        if kind != "own":
+            heapq.heappush(self._largest, (-cost, -self._added))
+        self.total += cost
+        while self.total > self.budget:  # the largest records go first, this host's own last
+            if self._largest:
+                victim = self.kept.pop(-heapq.heappop(self._largest)[1])
+            else:  # only this host's records are left (the sides of a git conflict)
+                victim = self.kept.pop(max(self.kept.values(), key=lambda r: (r[0], r[1]))[1])
+            self.total -= victim[0]
+            self._refuse(victim[2], victim[0], victim[3], victim[4])
+        self._index = None
+        self._cache.clear()
+
+    def _refuse(self, where: str, cost: int, kind: str, record: dict) -> None:
+        self.refused.append((where, cost, kind))
+        if kind == "own":  # dropped at settle, once the keys the home holds are known
+            self._own_refused.append((cost, record))
+
+    def settle(self, held: Callable[[], set[str]]) -> None:
+        """This host's record as a writer carries it on (:attr:`own`): whole while it is used and within
+        :data:`AHEAD_WHOLE_MAX`, else only its entries for the keys ``held()`` gives (the keys the home holds:
+        those of every version read, and ``SETTING_AHEAD`` + every setting's). Done once per read."""
+        if self._own_refused is None:
+            return
+        keys: set[str] | None = None
+        self.own = []
+        mine = [(r[0], r[4], True) for r in self.kept.values() if r[3] == "own"]
+        for cost, record, used in [*mine, *((c, r, False) for c, r in self._own_refused)]:
+            whole = used and cost <= AHEAD_WHOLE_MAX
+            if not whole and keys is None:
+                keys = held()
+            self.own.append(ahead_map(record) if whole else held_only(record, keys))
+        self._own_refused = None  # the raw records go now (a forged one may be tens of MB)
+
+    def carried(self) -> list[dict[str, list[str]]]:
+        """The records kept of files that may go (a writer carries them on for the keys the home holds)."""
+        return [r[4] for r in self.kept.values() if r[3] == "carried"]
 
     def __bool__(self) -> bool:
-        return bool(self.raws)
+        return bool(self.kept)
 
     def get(self, key: str, default=None):
         got = self._cache.get(key)
         if got is None:
-            got = frozenset().union(*(_entries(r[key]) for r in self.raws if key in r))
+            if len(self.kept) <= 8:  # a few records: looked up in each
+                lists = [r[4][key] for r in self.kept.values() if key in r[4]]
+            else:  # many (planted shards): one lookup per key, not one per key and record
+                if self._index is None:
+                    self._index = {}
+                    for r in self.kept.values():
+                        for k, entries in r[4].items():
+                            self._index.setdefault(k, []).append(entries)
+                lists = self._index.get(key, ())
+            got = frozenset().union(*map(_entries, lists))
             self._cache[key] = got
         return got or default
 

@@ -1,13 +1,13 @@
 """Three-way and n-way merges of the maps inside our files (conversations, settings, a shard's
 fields), ordered exactly as the store orders versions (:mod:`.order`: the merge driver's key of a
 readable version is the store's :func:`.order.version_key`). Values are compared as JSON text, never
-with Python's ``==`` alone (``1``/``1.0``/``true``). Pure; used by :mod:`.filemerge`."""
+with Python's ``==`` alone (``1``/``1.0``/``true``). Pure; used by :mod:`.conflicts.filemerge`."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
-from .bounds import ahead_map, ahead_record
+from .bounds import AHEAD_WHOLE_MAX, SETTING_AHEAD, ahead_map, ahead_record, held_only, kept_record
 from .clock import ZERO, Stamp
 from .merge import merge_session_versions
 from .order import add_adopted, already_adopted, same_json, version_key
@@ -215,7 +215,7 @@ def _fold_shards(values: list[dict]) -> dict | None:
     if adopted:
         out["adopted"] = adopted
     if len(values) > 1:  # one version (no conflict markers): merge_shards joins its record with the other side's
-        ahead = _ahead_union(*(v.get("ahead") for v in values))
+        ahead = _ahead_union(*(v.get("ahead") for v in values), held=_held(out))
         if ahead:
             out["ahead"] = ahead
         else:
@@ -245,15 +245,32 @@ def _adopted_union(*records: Any) -> dict[str, list[str]]:
     return {k: v for k, v in out.items() if v}
 
 
-def _ahead_union(*records: Any) -> dict[str, list[str]]:
+def _ahead_union(*records: Any, held: set[str] | None = None) -> dict[str, list[str]]:
     """Shards' ahead records joined (see :mod:`.bounds`): every side's versions stay demoted, the newest
     per key kept as a writer keeps them. Taking one side's record, as for a plain key, let a version stamped
-    far ahead that only the other side recorded win its key again."""
-    out: dict[str, frozenset] = {}
+    far ahead that only the other side recorded win its key again. Records larger than
+    :data:`~.bounds.AHEAD_WHOLE_MAX` together (planted: a merge parsed and sorted a forged 6 MiB record for
+    1.9 s, and kept it) are joined only for the keys in ``held`` (those the merged shard holds), as a
+    writer carries on such a record."""
+    parts, total = [], 0
     for record in records:
-        for key, entries in ahead_map(record).items():
+        clean, cost = kept_record(record, AHEAD_WHOLE_MAX)
+        parts.append(record if clean is None else clean)
+        total += cost
+    whole = held is None or total <= AHEAD_WHOLE_MAX
+    out: dict[str, frozenset] = {}
+    for record in parts:
+        for key, entries in (ahead_map(record) if whole else held_only(record, held)).items():
             out[key] = out.get(key, frozenset()) | entries
     return ahead_record(out, {})
+
+
+def _held(shard: Mapping) -> set[str]:
+    """The keys a merged shard holds, as its ahead record names them."""
+    convs, sets = shard.get("conversations"), shard.get("settings")
+    held = set(convs) if isinstance(convs, dict) else set()
+    held.update(SETTING_AHEAD + k for k in (sets if isinstance(sets, dict) else ()))
+    return held
 
 
 def merge_shards(base: Mapping | None, ours: Mapping, theirs: Mapping, host: str | None = None) -> dict:
@@ -292,7 +309,7 @@ def merge_shards(base: Mapping | None, ours: Mapping, theirs: Mapping, host: str
     adopted = _adopted_union(later.get("adopted"), earlier.get("adopted"))
     if adopted:
         out["adopted"] = adopted
-    ahead = _ahead_union(ours.get("ahead"), theirs.get("ahead"))
+    ahead = _ahead_union(ours.get("ahead"), theirs.get("ahead"), held=_held(out))
     if ahead:
         out["ahead"] = ahead
     out["host"] = host or later.get("host", earlier.get("host"))

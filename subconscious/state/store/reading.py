@@ -20,7 +20,7 @@ from ..merge import max_stamp, merge_maps, merge_raw
 from .plan import FLOOR_SETTING, below_floor, view_versions
 from ..publish import displaced_names, displaced_original
 from ..records import Conversation, RecordError, Setting, normalize_record, parse_setting, raw_stamp
-from ..bounds import (DEMOTED, SETTING_AHEAD, AheadRecords, ahead_map, demoted, future_message, named_ahead, named_settings,
+from ..bounds import (DEMOTED, SETTING_AHEAD, AheadRecords, demoted, future_message, named_ahead, named_settings,
                      over_bound, when, winners_beyond)
 from .snapshot import CONVERSATIONS, HOSTS, ShardInfo, Snapshot, _Read, floor_of
 from ..sources import Read, Source, copy_source
@@ -28,6 +28,16 @@ from ..conflicts.viewlines import member_lines, read_against, shard_against
 
 
 _MISSING = object()  # a key the other map lacks (None could be a value read from a file)
+
+
+def _refused_message(cost: int, kind: str, budget: int) -> str:
+    """The report of an ahead record a read does not use (see .bounds)."""
+    size = f"at least {cost:,} keys and versions" if cost <= budget else f"over {budget:,} keys and versions"
+    mine = (" This host's next write keeps only its entries for keys the home holds." if kind == "own" else "")
+    return (f"an ahead record of {size} not used: the ahead records of one read hold at most {budget:,} in all "
+            "(the largest are left out): the versions it names are ordered by their own stamps, so a write that "
+            f"replaced one may show as not made (nothing is lost).{mine} Planted shards or a crafted record "
+            "(check the `ahead` maps in hosts/*.json)")
 
 
 class Reading:
@@ -100,13 +110,11 @@ class Reading:
             return []
         for _, _, value in out:  # what upstream wrote that a writer already adopted (see plan.view_versions)
             ahead = value.get("ahead")
-            if ahead:  # versions a writer replaced without following their stamp (see .bounds)
-                if not got.apply_ahead:
-                    got.ahead.add(ahead)
-                if source.kind == "shard" and source.owner == self.host:
-                    got.own_ahead.append(ahead_map(ahead))
-                elif source.kind != "shard" and type(ahead) is dict:  # a copy, a displaced or retiring shard:
-                    got.carried_ahead.append(ahead)  # may go away, so kept (raw: parsed for the keys held)
+            if ahead and not got.apply_ahead:  # versions a writer replaced without following their stamp,
+                # within the bound of one read (see .bounds); a copy, a displaced or retiring shard may go
+                # away: its record is carried on by a writer (for the keys the home holds)
+                kind = "own" if source.owner == self.host else "shard"
+                got.ahead.add(ahead, str(source.path), kind if source.kind == "shard" else "carried")
             record = value.get("adopted")
             if record:
                 got.adopted.add(record)
@@ -114,6 +122,11 @@ class Reading:
                     got.own_adopted.append(record)
                 elif source.kind != "shard":  # a copy, a displaced or retiring shard: may go away, so kept
                     got.carried_adopted.append(record)
+        if any("ahead" in value for _, _, value in out):  # handed over: not kept with the file's other fields
+            # (a planted record would otherwise stay in memory for the whole read: a copy's values are kept)
+            slim = {id(v): {k: x for k, x in v.items() if k != "ahead"} for _, _, v in out if "ahead" in v}
+            out = [(convs, sets, slim.get(id(v), v)) for convs, sets, v in out]
+            read.values = [slim.get(id(v), v) for v in read.values]
         if source.kind == "shard" and source.owner == self.host:
             got.own_raw = read.raw
         if source.foldable and read.raw:
@@ -336,6 +349,8 @@ class Reading:
         for source, read in root_reads:
             extras.append(self._read_view(got, source, read, shard_maps, from_shards, floor))
         snap.raw = merge_raw([from_shards, *extras])
+        got.ahead.settle(lambda: self._held_keys(got))  # what a writer carries on of this host's record
+        got.own_ahead, got.carried_ahead = got.ahead.own, got.ahead.carried()
         again = not demote and winners_beyond(snap.raw, got.bound)
         named = ahead is None and bool(got.ahead) and bool(named_ahead(snap.raw, got.ahead)
                                                           or named_settings(snap.settings, got.ahead))
@@ -353,7 +368,17 @@ class Reading:
             max_stamp(snap.settings.values()),
             max((s.clock for s in snap.shards.values() if s.clock <= got.bound), default=ZERO),
         )
+        for where, cost, kind in got.ahead.refused:
+            snap.problems.append(Problem("future-stamp", where, _refused_message(cost, kind, got.ahead.budget)))
         return got
+
+    @staticmethod
+    def _held_keys(got: _Read) -> set[str]:
+        """The keys the home holds: those of every version read, and each setting's under SETTING_AHEAD."""
+        held = {SETTING_AHEAD + k for k in got.snap.settings}
+        for m in got.sources:
+            held.update(m)
+        return held
 
     @staticmethod
     def _shard_info(host: str, value: dict, entries: int) -> ShardInfo:
