@@ -279,6 +279,8 @@ def _deliver_locked(rt: Runtime, session_id: str, sessions_dir: Path, result: De
         conv = session.conversation_id
         try:
             if local.pending_start:
+                if index is None:  # the session begins: its project's private text is read now (projectindex
+                    index = private_lines(rt, local, private)  # then keeps what a file held before it changed)
                 result.started = _deliver_start(client, conv, local, sessions_dir, rt)
                 local = localsession.load(sessions_dir, session_id)
             cursor = session.last_processed_index

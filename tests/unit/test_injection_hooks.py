@@ -459,3 +459,23 @@ def test_session_start_tells_the_user_when_the_shared_encryption_setting_is_not_
     mallory.put_setting("encryption", {"enabled": False, "keyId": None, "kdf": None, "rotation": None})
     out = json.loads(s.hook("session-start"))
     assert "not followed" in out["systemMessage"] and "key disable" in out["systemMessage"], out
+
+
+def test_the_worker_reads_the_projects_private_text_when_the_session_begins(tmp_path, letta):
+    """Red team finding: a line printed by a tool and then changed in its file before the first Stop was missed,
+    the index being built at the first delivery. The start message's delivery builds it (and its cache, which
+    keeps a changed file's lines), before any tool runs."""
+    s = Session(tmp_path, letta, SUBCONSCIOUS_PRIVATE_PATHS="secrets/**")
+    (s.project / "secrets").mkdir(parents=True, exist_ok=True)
+    (s.project / "secrets" / "db.txt").write_text("acquisition target: Initech in Q3\n")
+    s.hook("session-start")
+    sessions = tmp_path / "local" / "sessions"
+    deadline = time.monotonic() + 60  # the worker's run for the start message (this fake refuses the send)
+    while not localsession.load(sessions, s.sid).failures and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert localsession.load(sessions, s.sid).failures, s.log()
+    from subconscious.privacy.projectindex import project_index
+
+    (s.project / "secrets" / "db.txt").write_text("acquisition target: Globex in Q4 now\n")  # changed after
+    idx = project_index(str(s.project), ["secrets/**"], tmp_path / "local" / "private-index", write=False)
+    assert idx.hit("acquisition target: Initech in Q3")
