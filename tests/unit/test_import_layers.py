@@ -58,7 +58,7 @@ KNOWN_LONG = {
     "subconscious/injection/blockcache.py": 521,
     "subconscious/privacy/keys.py": 516,
     "subconscious/state/copynames.py": 485,
-    "subconscious/delivery/worker.py": 481,
+    "subconscious/delivery/worker.py": 483,
     "subconscious/state/sessions/reading.py": 479,
     "subconscious/commands/key.py": 464,
 }
