@@ -75,7 +75,9 @@ def test_engine_copies_are_folded_by_watch_and_doctor_fix(tmp_path, engine):
 
         report = json.loads(doctor(laptop, "--json").stdout)
         engines = {f.get("engine") for f in report["findings"] if f["kind"] == "conflict-copy"}
-        assert engines == {engine.value}, report["findings"]
+        # doctor names the engine of every copy it finds; under load the desktop's watcher and the link may
+        # have folded them all before it looked (seen once in four loaded CI rehearsals): then none is left
+        assert engines == {engine.value} or (not engines and not copies_on(laptop)), report["findings"]
         r = doctor(laptop, "--fix")
         assert r.returncode == 0, r.stdout
 
